@@ -1,0 +1,18 @@
+// Built without LibTorch: the executor's verbs exist but explain how to get them.
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+
+namespace pipetwin::cli {
+
+void add_exec_commands(CLI::App& app) {
+  for (const char* verb : {"profile", "run", "compare"}) {
+    CLI::App* cmd = app.add_subcommand(verb, "(needs a build with LibTorch)");
+    cmd->allow_extras();
+    cmd->callback([verb] {
+      throw InputError(std::string(verb) + ": this pipetwin was built without LibTorch "
+                                           "(configure with -DPIPETWIN_WITH_TORCH=ON)");
+    });
+  }
+}
+
+}  // namespace pipetwin::cli

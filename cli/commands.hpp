@@ -1,0 +1,31 @@
+// The verbs of the `pipetwin` command line, each in its own file, and what they share.
+//
+// Thread-safety: CLI code runs on the main thread.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/cluster.hpp"
+#include "core/metrics.hpp"
+#include "core/plan.hpp"
+#include "sim/pipeline_sim.hpp"
+
+namespace pipetwin::cli {
+
+void add_plan_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_schedule_command(CLI::App& app);
+// Verbs that need LibTorch; they say so when the build has none.
+void add_exec_commands(CLI::App& app);
+
+// The hardware catalog: --catalog DIR or the default.
+Catalog load_catalog(const std::string& dir);
+
+// Multi-line summary of a plan: stages, layers, predicted times and memory.
+std::string plan_summary(const PlanContext& ctx);
+// Multi-line summary of metrics (and, if given, the memory walk) for a terminal.
+std::string metrics_summary(const PlanContext& ctx, const Metrics& m);
+
+}  // namespace pipetwin::cli

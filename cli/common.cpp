@@ -1,0 +1,71 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/table.hpp"
+#include "core/schedule/generators.hpp"
+
+namespace pipetwin::cli {
+
+Catalog load_catalog(const std::string& dir) {
+  return Catalog::load(dir.empty() ? Catalog::default_dir() : dir);
+}
+
+std::string plan_summary(const PlanContext& ctx) {
+  const Plan& p = ctx.plan;
+  std::string out = fmt::format(
+      "plan: {} on {} ({} x {} {}), schedule {}, K={} stages on {} devices x dp {}, batch {} = {} x "
+      "M={} chunks x micro-batch {}, checkpoint {}, partitioner {}\n",
+      p.model, p.cluster.name, p.cluster.nodes, p.cluster.devices_per_node, p.cluster.device.name,
+      p.schedule, p.num_stages(), p.devices_per_replica(), p.dp, p.batch_size, p.dp, p.chunks,
+      p.micro_batch_size(), checkpoint_name(p.checkpoint), p.partitioner);
+  Table t({"stage", "device", "layers", "forward", "backward", "params", "activations/mb"});
+  for (size_t s = 0; s < ctx.stages.size(); ++s) {
+    const auto& st = ctx.stages[s];
+    const auto& layers = p.stages[s].layers;
+    const int lo = *std::min_element(layers.begin(), layers.end());
+    const int hi = *std::max_element(layers.begin(), layers.end());
+    const bool contiguous = hi - lo + 1 == static_cast<int>(layers.size());
+    t.add({std::to_string(s), std::to_string(p.stages[s].device),
+           contiguous ? fmt::format("{}..{}", lo, hi) : fmt::format("{} layers", layers.size()),
+           fmt_seconds(st.forward_s), fmt_seconds(st.backward_s), fmt_bytes(st.param_bytes),
+           fmt_bytes(st.input_bytes + st.saved_bytes)});
+  }
+  return out + t.render();
+}
+
+std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
+  const Plan& p = ctx.plan;
+  std::string out;
+  out += fmt::format("{} {}: K={} M={} dp={} batch={} on {}, {} steps\n", m.source, m.schedule,
+                     p.num_stages(), p.chunks, p.dp, p.batch_size, p.cluster.name, m.steps);
+  Table head({"metric", "value"});
+  head.add({"iteration time", fmt_seconds(m.iteration_time_s) +
+                                  (m.steady_state ? " (steady state)" : " (whole run)")});
+  head.add({"throughput", fmt_rate(m.throughput_samples_per_s) + " samples"});
+  head.add({"bubble fraction", fmt_percent(m.bubble_fraction)});
+  head.add({"communication", fmt_seconds(m.comm_time_s) + ", " +
+                                 fmt_percent(m.comm_overlap_fraction) + " overlapped with compute"});
+  head.add({"makespan", fmt_seconds(m.makespan_s)});
+  out += head.render() + "\n";
+  Table dev({"device", "utilization", "busy", "comm", "peak memory", "capacity"});
+  for (const auto& d : m.devices) {
+    dev.add({d.name, fmt_percent(d.utilization), fmt_seconds(d.busy_s), fmt_seconds(d.comm_s),
+             fmt_bytes(d.peak_memory_bytes), fmt_percent(d.peak_memory_bytes / p.cluster.device.memory_bytes)});
+  }
+  out += dev.render();
+  if (!m.staleness.empty()) {
+    out += "\n";
+    Table st({"stage", "staleness max", "staleness mean", "gradient staleness", "weight versions"});
+    for (size_t s = 0; s < m.staleness.size(); ++s) {
+      const auto& x = m.staleness[s];
+      st.add({std::to_string(s), std::to_string(x.max), fmt::format("{:.2f}", x.mean),
+              std::to_string(x.gradient_max), std::to_string(x.weight_versions)});
+    }
+    out += st.render();
+  }
+  return out;
+}
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,38 @@
+// pipetwin: predicts and runs pipeline-parallel DNN training. One binary, verbs in the style of
+// git (DESIGN "Command line"). Bad input prints one line "pipetwin: error: ..." and exits 2.
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipetwin: predict and run pipeline-parallel DNN training", "pipetwin"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pipetwin 0.1.0");
+  pipetwin::cli::add_plan_command(app);
+  pipetwin::cli::add_simulate_command(app);
+  pipetwin::cli::add_schedule_command(app);
+  pipetwin::cli::add_exec_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "pipetwin: error: %s (see pipetwin --help)\n", e.what());
+    return pipetwin::kExitInput;
+  } catch (const pipetwin::InputError& e) {
+    std::fprintf(stderr, "pipetwin: error: %s\n", e.what());
+    return pipetwin::kExitInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
+    return pipetwin::kExitInternal;
+  }
+  return pipetwin::kExitOk;
+}

@@ -1,0 +1,97 @@
+// Cluster: the hardware a plan runs on — devices, links and topology.
+//
+// A cluster is `nodes` x `devices_per_node` identical devices; devices on one node talk over the
+// intra-node link (PCIe, NVLink, shared memory), devices on different nodes over the inter-node
+// link (InfiniBand, Ethernet). Device and link types come from a catalog (hardware/devices.json,
+// hardware/links.json); a cluster file names them, or defines one inline.
+//
+// Formats "pipetwin.cluster", "pipetwin.devices", "pipetwin.links" version 1 (JSON).
+// Units: bytes, bytes/s, seconds, FLOP/s.
+//
+// Thread-safety: plain value types; Catalog is immutable after load.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/json_io.hpp"
+
+namespace pipetwin {
+
+struct DeviceSpec {
+  std::string name;
+  std::string kind = "gpu";             // "gpu" or "cpu"
+  std::string description;
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;          // bytes/s
+  std::map<std::string, double> peak_flops;  // per dtype: "float32", "float16", "bfloat16", ...
+  std::string source;                   // where the figures come from
+
+  // Peak FLOP/s for `dtype`, falling back to float32; 0 when unknown.
+  double flops(const std::string& dtype) const;
+};
+
+struct LinkSpec {
+  std::string name;
+  std::string description;
+  double bandwidth = 0;  // bytes/s, one direction
+  double latency = 0;    // seconds per message
+};
+
+struct Cluster {
+  std::string name;
+  DeviceSpec device;
+  int nodes = 1;
+  int devices_per_node = 1;
+  LinkSpec intra_node;
+  LinkSpec inter_node;
+  // Speed of this cluster's devices relative to the device a profile was measured on; 0 means
+  // "derive it" (from peak FLOP/s when both devices are in the catalog, else 1).
+  double relative_speed = 0;
+
+  int num_devices() const { return nodes * devices_per_node; }
+  int node_of(int device) const { return device / devices_per_node; }
+  // The link between two devices (intra-node when they share a node).
+  const LinkSpec& link(int a, int b) const {
+    return node_of(a) == node_of(b) ? intra_node : inter_node;
+  }
+};
+
+// Device and link types by name, and the folder clusters are looked up in.
+class Catalog {
+ public:
+  // Loads <dir>/devices.json and <dir>/links.json.
+  static Catalog load(const std::string& dir);
+  // The folder given by PIPETWIN_DATA (or the build's data folder) + "/hardware".
+  static std::string default_dir();
+
+  const DeviceSpec& device(const std::string& name, const std::string& origin) const;
+  const LinkSpec& link(const std::string& name, const std::string& origin) const;
+  const DeviceSpec* find_device(const std::string& name) const;
+  const std::map<std::string, DeviceSpec>& devices() const { return devices_; }
+  const std::map<std::string, LinkSpec>& links() const { return links_; }
+  const std::string& dir() const { return dir_; }
+
+  // Resolves a cluster argument: a path to a cluster file, or the name of one in <dir>/clusters.
+  std::string cluster_path(const std::string& name_or_path) const;
+  std::vector<std::string> cluster_names() const;
+
+ private:
+  std::string dir_;
+  std::map<std::string, DeviceSpec> devices_;
+  std::map<std::string, LinkSpec> links_;
+};
+
+DeviceSpec device_from_json(const JsonView& j);
+LinkSpec link_from_json(const JsonView& j);
+Json device_to_json(const DeviceSpec& d);
+Json link_to_json(const LinkSpec& l);
+
+// A cluster document; named device/link types are resolved through `catalog`.
+Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog);
+// Fully resolved (inline device and links), so a plan carrying it is self-contained.
+Json cluster_to_json(const Cluster& cluster);
+Cluster load_cluster(const std::string& name_or_path, const Catalog& catalog);
+
+}  // namespace pipetwin

@@ -1,0 +1,156 @@
+#include "core/cost_model.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace pipetwin {
+
+CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions options)
+    : profile_(std::move(profile)),
+      cluster_(cluster),
+      options_(options),
+      graph_(ModelGraph::from_profile(profile_)) {
+  require_positive("compute scale", options_.compute_scale);
+  if (options_.frozen_layers < 0 || options_.frozen_layers > profile_.num_layers()) {
+    throw InputError(fmt::format("frozen layers must be in 0..{} ({} given)", profile_.num_layers(),
+                                 options_.frozen_layers));
+  }
+  for (const auto& layer : profile_.layers) {
+    std::vector<double> b, f, bw, r;
+    for (const auto& t : layer.timings) {
+      b.push_back(t.micro_batch);
+      f.push_back(t.forward_s);
+      bw.push_back(t.backward_s);
+      r.push_back(t.recompute_s);
+    }
+    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r)});
+  }
+}
+
+double CostModel::forward_s(int layer, double b) const {
+  return fits(layer).forward(b) * options_.compute_scale;
+}
+
+double CostModel::backward_s(int layer, double b) const {
+  return frozen(layer) ? 0 : fits(layer).backward(b) * options_.compute_scale;
+}
+
+double CostModel::recompute_s(int layer, double b) const {
+  return frozen(layer) ? 0 : fits(layer).recompute(b) * options_.compute_scale;
+}
+
+double CostModel::optimizer_s(int layer) const {
+  return frozen(layer) ? 0
+                       : profile_.layers[static_cast<size_t>(layer)].optimizer_step_s *
+                             options_.compute_scale;
+}
+
+double CostModel::transfer_s(double bytes, int a, int b) const {
+  if (a == b || bytes <= 0) return 0;
+  const LinkSpec& link = cluster_.link(a, b);
+  return link.latency + bytes / link.bandwidth;
+}
+
+double CostModel::allreduce_s(double bytes, const std::vector<int>& devices) const {
+  const auto n = static_cast<double>(devices.size());
+  if (devices.size() < 2) return 0;
+  double bw = 0, latency = 0;
+  bool first = true;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const LinkSpec& l = cluster_.link(devices[i], devices[(i + 1) % devices.size()]);
+    if (first || l.bandwidth < bw) bw = l.bandwidth;
+    latency = std::max(latency, l.latency);
+    first = false;
+  }
+  return 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * latency;
+}
+
+std::vector<Bucket> CostModel::ddp_buckets(const std::vector<int>& layers) const {
+  std::vector<int> sorted(layers);
+  std::sort(sorted.rbegin(), sorted.rend());  // reverse parameter order
+  std::vector<Bucket> out;
+  Bucket current;
+  bool open = false;
+  for (int layer : sorted) {
+    const double bytes = profile_.layers[static_cast<size_t>(layer)].param_bytes;
+    if (frozen(layer) || bytes <= 0) continue;
+    if (!open) {
+      current = Bucket{layer, layer, 0};
+      open = true;
+    }
+    current.first_layer = layer;
+    current.bytes += bytes;
+    const double cap = out.empty() ? options_.first_bucket_bytes : options_.bucket_cap_bytes;
+    if (current.bytes >= cap) {
+      out.push_back(current);
+      open = false;
+    }
+  }
+  if (open) out.push_back(current);
+  return out;
+}
+
+StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const {
+  StageCost c;
+  c.layers = layers;
+  std::vector<char> in_stage(static_cast<size_t>(num_layers()), 0);
+  for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
+  for (int l : layers) {
+    const auto& p = profile_.layers[static_cast<size_t>(l)];
+    c.forward_s += forward_s(l, b);
+    c.backward_s += backward_s(l, b);
+    c.recompute_s += recompute_s(l, b);
+    c.optimizer_s += optimizer_s(l);
+    const double footprint = 2 * p.param_bytes + p.optimizer_bytes;
+    if (frozen(l)) {
+      c.frozen_bytes += options_.lambda_frozen * footprint;
+    } else {
+      c.param_bytes += p.param_bytes;
+      c.grad_bytes += p.param_bytes;
+      c.optimizer_bytes += p.optimizer_bytes;
+      c.saved_bytes += p.saved_bytes_per_sample * b;
+    }
+    if (l == 0) c.input_bytes += profile_.input_bytes_per_sample * b;
+    for (const auto& e : graph_.in_edges(l)) {
+      if (!in_stage[static_cast<size_t>(e.from)]) c.input_bytes += e.bytes_per_sample * b;
+    }
+  }
+  c.buckets = ddp_buckets(layers);
+  // Backward visits the stage's layers from the last to the first; a bucket is ready once the
+  // lowest layer in it is done.
+  std::vector<int> order(layers);
+  std::sort(order.rbegin(), order.rend());
+  for (const auto& bucket : c.buckets) {
+    double t = 0;
+    for (int l : order) {
+      t += backward_s(l, b);
+      if (l == bucket.first_layer) break;
+    }
+    c.bucket_ready_s.push_back(t);
+  }
+  return c;
+}
+
+std::vector<StageEdge> CostModel::stage_edges(const std::vector<int>& stage_of_layer) const {
+  std::map<std::pair<int, int>, double> bytes;
+  for (const auto& e : graph_.edges()) {
+    const int a = stage_of_layer[static_cast<size_t>(e.from)];
+    const int b = stage_of_layer[static_cast<size_t>(e.to)];
+    if (a == b) continue;
+    if (a > b) {
+      throw InputError(fmt::format("partition: edge from layer {} (stage {}) to layer {} (stage {}) "
+                                   "runs backwards; stages must follow the model's data flow",
+                                   e.from, a, e.to, b));
+    }
+    bytes[{a, b}] += e.bytes_per_sample;
+  }
+  std::vector<StageEdge> out;
+  for (const auto& [key, value] : bytes) out.push_back({key.first, key.second, value});
+  return out;
+}
+
+}  // namespace pipetwin

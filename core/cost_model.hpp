@@ -1,0 +1,101 @@
+// CostModel: task times, transfer times, collective times and memory terms for one profile on
+// one cluster — the single source of costs for the planner, the simulator and the comparison
+// (DESIGN "Cost model terms").
+//
+//   compute(layer, b)  the profile's t(b) = a + c*b fit (Eigen least squares, linear_fit.hpp),
+//                      times compute_scale (the target device's speed relative to the profiled
+//                      one). Frozen layers (the first `frozen_layers`) have no backward and no
+//                      optimizer step.
+//   transfer(bytes)    latency + bytes / bandwidth of the link between the two devices.
+//   all-reduce(bytes)  ring: 2(n-1)/n * bytes / bw + 2(n-1) * latency over the slowest link of
+//                      the ring (inter-node as soon as the ring spans nodes).
+//   buckets            DDP's: gradients in reverse layer order, first bucket capped at 1 MiB, the
+//                      rest at 25 MiB (PyTorch defaults), a bucket closing once it reaches its cap.
+//   memory terms       per stage: parameters + gradients + optimizer state of active layers,
+//                      frozen layers at lambda_frozen times that (PipeTransformer Section 3.1:
+//                      "the memory footprint ratio of a frozen layer over the same active layer",
+//                      1/6), activations saved per micro-batch and the stage input kept for it.
+//                      How many micro-batches are alive at once is the schedule's business:
+//                      memory.hpp walks the schedule.
+//
+// Thread-safety: immutable after construction; concurrent reads are safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/cluster.hpp"
+#include "core/linear_fit.hpp"
+#include "core/model_graph.hpp"
+#include "core/profile.hpp"
+#include "core/schedule/schedule.hpp"
+
+namespace pipetwin {
+
+inline constexpr double kMiB = 1024.0 * 1024.0;
+inline constexpr double kGiB = 1024.0 * kMiB;
+
+struct CostOptions {
+  double compute_scale = 1.0;              // multiply profiled times by this
+  double bucket_cap_bytes = 25 * kMiB;     // DDP bucket_cap_mb
+  double first_bucket_bytes = 1 * kMiB;    // DDP's smaller first bucket
+  int frozen_layers = 0;                   // layers [0, frozen_layers) are frozen
+  double lambda_frozen = 1.0 / 6.0;
+};
+
+struct LayerFits {
+  LinearFit forward, backward, recompute;
+};
+
+// Everything the engines need to know about one stage at one micro-batch size.
+struct StageCost {
+  std::vector<int> layers;
+  double forward_s = 0;
+  double backward_s = 0;
+  double recompute_s = 0;
+  double optimizer_s = 0;
+  double input_bytes = 0;    // per micro-batch: activations received (or the model input)
+  double saved_bytes = 0;    // per micro-batch: activations kept for backward
+  double param_bytes = 0;    // active layers
+  double grad_bytes = 0;     // active layers
+  double optimizer_bytes = 0;
+  double frozen_bytes = 0;   // frozen layers' footprint (lambda_frozen of their active footprint)
+  std::vector<Bucket> buckets;          // DDP buckets, reverse layer order
+  std::vector<double> bucket_ready_s;   // offset into the backward at which bucket b is ready
+  double static_bytes() const { return param_bytes + grad_bytes + optimizer_bytes + frozen_bytes; }
+};
+
+class CostModel {
+ public:
+  CostModel(Profile profile, const Cluster& cluster, CostOptions options = {});
+
+  const Profile& profile() const { return profile_; }
+  const Cluster& cluster() const { return cluster_; }
+  const ModelGraph& graph() const { return graph_; }
+  const CostOptions& options() const { return options_; }
+  int num_layers() const { return profile_.num_layers(); }
+  bool frozen(int layer) const { return layer < options_.frozen_layers; }
+
+  double forward_s(int layer, double b) const;
+  double backward_s(int layer, double b) const;
+  double recompute_s(int layer, double b) const;
+  double optimizer_s(int layer) const;
+  const LayerFits& fits(int layer) const { return fits_[static_cast<size_t>(layer)]; }
+
+  double transfer_s(double bytes, int device_a, int device_b) const;
+  double allreduce_s(double bytes, const std::vector<int>& devices) const;
+
+  std::vector<Bucket> ddp_buckets(const std::vector<int>& layers) const;
+  StageCost stage_cost(const std::vector<int>& layers, double micro_batch) const;
+  // Bytes per sample crossing between stages, given each layer's stage.
+  std::vector<StageEdge> stage_edges(const std::vector<int>& stage_of_layer) const;
+
+ private:
+  Profile profile_;
+  Cluster cluster_;
+  CostOptions options_;
+  ModelGraph graph_;
+  std::vector<LayerFits> fits_;
+};
+
+}  // namespace pipetwin

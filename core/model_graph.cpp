@@ -1,0 +1,87 @@
+#include "core/model_graph.hpp"
+
+#include <cmath>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace pipetwin {
+
+ModelGraph ModelGraph::from_profile(const Profile& profile, const std::string& origin) {
+  ModelGraph g;
+  for (const auto& l : profile.layers) boost::add_vertex(Layer{l.name, l.kind}, g.graph_);
+  const auto edges = profile.effective_edges();
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const auto& e = edges[i];
+    if (e.from < 0 || e.to < 0 || e.from >= g.num_layers() || e.to >= g.num_layers()) {
+      throw InputError(fmt::format("{}: edges[{}]: layer index out of range", origin, i));
+    }
+    if (!std::isfinite(e.bytes_per_sample) || e.bytes_per_sample < 0) {
+      throw InputError(fmt::format("{}: edges[{}].bytes_per_sample: unknown or negative size",
+                                   origin, i));
+    }
+    boost::add_edge(static_cast<size_t>(e.from), static_cast<size_t>(e.to),
+                    Tensor{e.bytes_per_sample}, g.graph_);
+    if (e.from >= e.to) g.index_order_topological_ = false;
+  }
+  // Kahn's algorithm with a min-heap on the layer index: deterministic order, and a leftover
+  // vertex means a cycle.
+  const int n = g.num_layers();
+  std::vector<int> indegree(static_cast<size_t>(n), 0);
+  for (int v = 0; v < n; ++v) {
+    indegree[static_cast<size_t>(v)] = static_cast<int>(boost::in_degree(static_cast<size_t>(v), g.graph_));
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int v = 0; v < n; ++v) {
+    if (indegree[static_cast<size_t>(v)] == 0) ready.push(v);
+  }
+  while (!ready.empty()) {
+    const int v = ready.top();
+    ready.pop();
+    g.topo_.push_back(v);
+    for (auto [it, end] = boost::out_edges(static_cast<size_t>(v), g.graph_); it != end; ++it) {
+      const auto t = boost::target(*it, g.graph_);
+      if (--indegree[t] == 0) ready.push(static_cast<int>(t));
+    }
+  }
+  if (static_cast<int>(g.topo_.size()) != n) {
+    for (int v = 0; v < n; ++v) {
+      if (indegree[static_cast<size_t>(v)] > 0) {
+        throw InputError(fmt::format("{}: edges: the graph has a cycle through layer {} (\"{}\")",
+                                     origin, v, profile.layers[static_cast<size_t>(v)].name));
+      }
+    }
+  }
+  return g;
+}
+
+std::vector<ModelGraph::Edge> ModelGraph::edges() const {
+  std::vector<Edge> out;
+  for (auto [it, end] = boost::edges(graph_); it != end; ++it) {
+    out.push_back({static_cast<int>(boost::source(*it, graph_)),
+                   static_cast<int>(boost::target(*it, graph_)), graph_[*it].bytes_per_sample});
+  }
+  return out;
+}
+
+std::vector<ModelGraph::Edge> ModelGraph::in_edges(int layer) const {
+  std::vector<Edge> out;
+  for (auto [it, end] = boost::in_edges(static_cast<size_t>(layer), graph_); it != end; ++it) {
+    out.push_back({static_cast<int>(boost::source(*it, graph_)), layer,
+                   graph_[*it].bytes_per_sample});
+  }
+  return out;
+}
+
+std::vector<ModelGraph::Edge> ModelGraph::out_edges(int layer) const {
+  std::vector<Edge> out;
+  for (auto [it, end] = boost::out_edges(static_cast<size_t>(layer), graph_); it != end; ++it) {
+    out.push_back({layer, static_cast<int>(boost::target(*it, graph_)),
+                   graph_[*it].bytes_per_sample});
+  }
+  return out;
+}
+
+}  // namespace pipetwin

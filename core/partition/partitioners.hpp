@@ -1,0 +1,14 @@
+// Factories of the partitioners, one per file (registry.cpp maps names to them).
+#pragma once
+
+#include <memory>
+
+#include "core/partition/partitioner.hpp"
+
+namespace pipetwin {
+
+std::unique_ptr<Partitioner> make_uniform_partitioner();
+std::unique_ptr<Partitioner> make_balance_time_partitioner();
+std::unique_ptr<Partitioner> make_balance_size_partitioner();
+
+}  // namespace pipetwin

@@ -1,0 +1,218 @@
+#include "core/plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/schedule/generators.hpp"
+
+namespace pipetwin {
+
+int Plan::devices_per_replica() const {
+  int max_dev = 0;
+  for (const auto& s : stages) max_dev = std::max(max_dev, s.device);
+  return max_dev + 1;
+}
+
+void Plan::validate(const std::string& origin) const {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    throw InputError(fmt::format("{}: {}: {}", origin, field, what));
+  };
+  schedule_info(schedule);
+  if (batch_size < 1) bad("batch_size", fmt::format("must be positive ({} given)", batch_size));
+  if (chunks < 1) bad("chunks", fmt::format("must be positive ({} given)", chunks));
+  if (dp < 1) bad("dp", fmt::format("must be positive ({} given)", dp));
+  if (batch_size % (dp * chunks) != 0) {
+    bad("batch_size", fmt::format("{} is not divisible by dp x chunks = {} x {}", batch_size, dp,
+                                  chunks));
+  }
+  if (stages.empty()) bad("stages", "a plan needs at least one stage");
+  const int L = profile.num_layers();
+  std::vector<int> owner(static_cast<size_t>(L), -1);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const std::string field = fmt::format("stages[{}]", s);
+    if (stages[s].layers.empty()) bad(field + ".layers", "a stage needs at least one layer");
+    if (stages[s].device < 0) bad(field + ".device", "must not be negative");
+    for (int l : stages[s].layers) {
+      if (l < 0 || l >= L) bad(field + ".layers", fmt::format("layer {} out of range 0..{}", l, L - 1));
+      if (owner[static_cast<size_t>(l)] >= 0) {
+        bad(field + ".layers", fmt::format("layer {} already in stage {}", l, owner[static_cast<size_t>(l)]));
+      }
+      owner[static_cast<size_t>(l)] = static_cast<int>(s);
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    if (owner[static_cast<size_t>(l)] < 0) {
+      bad("stages", fmt::format("layer {} (\"{}\") is in no stage", l,
+                                profile.layers[static_cast<size_t>(l)].name));
+    }
+  }
+  const int needed = dp * devices_per_replica();
+  if (!placement.empty()) {
+    if (static_cast<int>(placement.size()) != needed) {
+      bad("placement", fmt::format("{} entries for dp x devices = {}", placement.size(), needed));
+    }
+    std::set<int> used;
+    for (int p : placement) {
+      if (p < 0 || p >= cluster.num_devices()) {
+        bad("placement", fmt::format("device {} not in cluster \"{}\" (0..{})", p, cluster.name,
+                                     cluster.num_devices() - 1));
+      }
+      if (!used.insert(p).second) bad("placement", fmt::format("device {} used twice", p));
+    }
+  } else if (needed > cluster.num_devices()) {
+    bad("dp", fmt::format("the plan needs {} devices ({} replicas x {}), cluster \"{}\" has {}",
+                          needed, dp, devices_per_replica(), cluster.name, cluster.num_devices()));
+  }
+  if (frozen_layers < 0 || frozen_layers > L) {
+    bad("frozen_layers", fmt::format("must be in 0..{} ({} given)", L, frozen_layers));
+  }
+  if (iterations < 0) bad("iterations", "must not be negative");
+}
+
+Json plan_to_json(const Plan& p) {
+  Json doc;
+  doc["format"] = "pipetwin.plan";
+  doc["version"] = 1;
+  doc["model"] = p.model;
+  doc["schedule"] = p.schedule;
+  doc["partitioner"] = p.partitioner;
+  doc["batch_size"] = p.batch_size;
+  doc["chunks"] = p.chunks;
+  doc["micro_batch_size"] = p.micro_batch_size();
+  doc["dp"] = p.dp;
+  doc["checkpoint"] = checkpoint_name(p.checkpoint);
+  Json stages = Json::array();
+  for (const auto& s : p.stages) stages.push_back({{"layers", s.layers}, {"device", s.device}});
+  doc["stages"] = stages;
+  if (!p.placement.empty()) doc["placement"] = p.placement;
+  if (p.iterations > 0) doc["iterations"] = p.iterations;
+  doc["compute_scale"] = p.compute_scale;
+  doc["ddp"] = {{"bucket_cap_bytes", p.bucket_cap_bytes}, {"first_bucket_bytes", p.first_bucket_bytes}};
+  doc["frozen_layers"] = p.frozen_layers;
+  doc["lambda_frozen"] = p.lambda_frozen;
+  doc["cache"] = p.cache;
+  doc["cluster"] = cluster_to_json(p.cluster);
+  doc["profile"] = profile_to_json(p.profile);
+  return doc;
+}
+
+Plan plan_from_json(const JsonView& doc) {
+  doc.check_format("pipetwin.plan", 1);
+  doc.allow_only({"format", "version", "model", "schedule", "partitioner", "batch_size", "chunks",
+                  "micro_batch_size", "dp", "checkpoint", "stages", "placement", "iterations",
+                  "compute_scale", "ddp", "frozen_layers", "lambda_frozen", "cache", "cluster",
+                  "profile"});
+  Plan p;
+  p.model = doc.string("model");
+  p.schedule = doc.string("schedule");
+  try {
+    schedule_info(p.schedule);
+  } catch (const InputError& e) {
+    doc.at("schedule").fail(e.what());
+  }
+  p.partitioner = doc.string_or("partitioner", "manual");
+  p.batch_size = static_cast<int>(doc.integer("batch_size"));
+  p.chunks = static_cast<int>(doc.integer("chunks"));
+  p.dp = static_cast<int>(doc.integer_or("dp", 1));
+  const std::string ck = doc.string_or("checkpoint", "none");
+  if (!parse_checkpoint(ck, p.checkpoint)) {
+    doc.at("checkpoint").fail(fmt::format("expected none, except_last or always, got \"{}\"", ck));
+  }
+  for (const auto& s : doc.at("stages").items()) {
+    s.allow_only({"layers", "device"});
+    StagePlan sp;
+    for (const auto& l : s.at("layers").items()) sp.layers.push_back(static_cast<int>(l.as_int()));
+    sp.device = static_cast<int>(s.integer("device"));
+    p.stages.push_back(std::move(sp));
+  }
+  if (auto pl = doc.find("placement")) {
+    for (const auto& v : pl->items()) p.placement.push_back(static_cast<int>(v.as_int()));
+  }
+  p.iterations = static_cast<int>(doc.integer_or("iterations", 0));
+  p.compute_scale = doc.positive_or("compute_scale", 1.0);
+  if (auto ddp = doc.find("ddp")) {
+    ddp->allow_only({"bucket_cap_bytes", "first_bucket_bytes"});
+    p.bucket_cap_bytes = ddp->positive_or("bucket_cap_bytes", p.bucket_cap_bytes);
+    p.first_bucket_bytes = ddp->positive_or("first_bucket_bytes", p.first_bucket_bytes);
+  }
+  p.frozen_layers = static_cast<int>(doc.integer_or("frozen_layers", 0));
+  p.lambda_frozen = doc.nonneg_or("lambda_frozen", p.lambda_frozen);
+  p.cache = doc.bool_or("cache", false);
+  p.cluster = cluster_from_json(doc.at("cluster"), Catalog());
+  p.profile = profile_from_json(doc.at("profile"));
+  if (doc.has("micro_batch_size") && p.dp * p.chunks > 0 && p.batch_size % (p.dp * p.chunks) == 0 &&
+      doc.integer("micro_batch_size") != p.micro_batch_size()) {
+    doc.at("micro_batch_size").fail(fmt::format("{} disagrees with batch_size / (dp x chunks) = {}",
+                                                doc.integer("micro_batch_size"), p.micro_batch_size()));
+  }
+  p.validate(doc.origin());
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  const Json doc = load_json_file(path);
+  return plan_from_json(JsonView(doc, path));
+}
+
+void save_plan(const Plan& plan, const std::string& path) {
+  write_file_atomic(path, dump_json(plan_to_json(plan)));
+}
+
+int schedule_default_iterations(const std::string& schedule, int num_stages) {
+  // Synchronous schedules reach steady state in the second mini-batch; asynchronous ones need
+  // K warm-up and K drain steps around a measured window.
+  return schedule_info(schedule).asynchronous ? 4 * num_stages + 4 : 3;
+}
+
+namespace {
+
+CostOptions cost_options(const Plan& p) {
+  CostOptions o;
+  o.compute_scale = p.compute_scale;
+  o.bucket_cap_bytes = p.bucket_cap_bytes;
+  o.first_bucket_bytes = p.first_bucket_bytes;
+  o.frozen_layers = p.frozen_layers;
+  o.lambda_frozen = p.lambda_frozen;
+  return o;
+}
+
+}  // namespace
+
+PlanContext::PlanContext(const Plan& p, int iterations)
+    : plan(p), cost(p.profile, p.cluster, cost_options(p)) {
+  plan.validate("plan");
+  const int S = plan.num_stages();
+  std::vector<int> stage_of(static_cast<size_t>(plan.profile.num_layers()), 0);
+  for (int s = 0; s < S; ++s) {
+    for (int l : plan.stages[static_cast<size_t>(s)].layers) stage_of[static_cast<size_t>(l)] = s;
+  }
+  shape.num_stages = S;
+  for (const auto& st : plan.stages) shape.stage_device.push_back(st.device);
+  shape.devices_per_replica = plan.devices_per_replica();
+  shape.replicas = plan.dp;
+  shape.micro_batches = plan.chunks;
+  shape.iterations = iterations > 0 ? iterations
+                                    : (plan.iterations > 0 ? plan.iterations
+                                                           : schedule_default_iterations(plan.schedule, S));
+  shape.checkpoint = plan.checkpoint;
+  shape.edges = cost.stage_edges(stage_of);
+  const double b = plan.micro_batch_size();
+  for (const auto& st : plan.stages) {
+    std::vector<int> layers(st.layers);
+    std::sort(layers.begin(), layers.end());
+    stages.push_back(cost.stage_cost(layers, b));
+    shape.buckets.push_back(stages.back().buckets);
+  }
+  shape.normalize("plan");
+  placement = plan.placement;
+  if (placement.empty()) {
+    placement.resize(static_cast<size_t>(plan.dp * shape.devices_per_replica));
+    std::iota(placement.begin(), placement.end(), 0);
+  }
+}
+
+}  // namespace pipetwin

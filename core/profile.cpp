@@ -1,0 +1,157 @@
+#include "core/profile.hpp"
+
+#include <set>
+
+#include <fmt/format.h>
+
+namespace pipetwin {
+
+namespace {
+
+constexpr const char* kFormat = "pipetwin.profile";
+constexpr int kVersion = 1;
+
+LayerTiming timing_from_json(const JsonView& j) {
+  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s"});
+  LayerTiming t;
+  const int64_t mb = j.integer("micro_batch");
+  if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
+  t.micro_batch = static_cast<int>(mb);
+  t.forward_s = j.nonneg("forward_s");
+  t.backward_s = j.nonneg("backward_s");
+  t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
+  return t;
+}
+
+LayerProfile layer_from_json(const JsonView& j) {
+  j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
+                "param_bytes", "optimizer_bytes", "optimizer_step_s"});
+  LayerProfile l;
+  l.name = j.string("name");
+  if (l.name.empty()) j.at("name").fail("must not be empty");
+  l.kind = j.string_or("kind", "layer");
+  const JsonView timings = j.at("timings");
+  if (timings.size() == 0) timings.fail("needs at least one micro-batch size");
+  std::set<int> seen;
+  for (const auto& t : timings.items()) {
+    l.timings.push_back(timing_from_json(t));
+    if (!seen.insert(l.timings.back().micro_batch).second) {
+      t.at("micro_batch").fail(fmt::format("micro-batch size {} profiled twice",
+                                           l.timings.back().micro_batch));
+    }
+  }
+  l.output_bytes_per_sample = j.nonneg("output_bytes_per_sample");
+  l.saved_bytes_per_sample = j.nonneg_or("saved_bytes_per_sample", l.output_bytes_per_sample);
+  l.param_bytes = j.nonneg("param_bytes");
+  l.optimizer_bytes = j.nonneg_or("optimizer_bytes", 0);
+  l.optimizer_step_s = j.nonneg_or("optimizer_step_s", 0);
+  return l;
+}
+
+}  // namespace
+
+std::vector<ProfileEdge> Profile::effective_edges() const {
+  if (!edges.empty()) return edges;
+  std::vector<ProfileEdge> chain;
+  for (int i = 0; i + 1 < num_layers(); ++i) {
+    chain.push_back({i, i + 1, layers[static_cast<size_t>(i)].output_bytes_per_sample});
+  }
+  return chain;
+}
+
+Profile profile_from_json(const JsonView& doc) {
+  doc.check_format(kFormat, kVersion);
+  doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes",
+                  "input_bytes_per_sample", "layers", "edges"});
+  Profile p;
+  p.model = doc.string("model");
+  p.device = doc.string("device");
+  p.dtype = doc.string_or("dtype", "float32");
+  p.source = doc.string_or("source", "measured");
+  if (p.source != "measured" && p.source != "analytic" && p.source != "synthetic") {
+    doc.at("source").fail(
+        fmt::format("expected \"measured\", \"analytic\" or \"synthetic\", got \"{}\"", p.source));
+  }
+  p.notes = doc.string_or("notes", "");
+  p.input_bytes_per_sample = doc.nonneg_or("input_bytes_per_sample", 0);
+  const JsonView layers = doc.at("layers");
+  if (layers.size() == 0) layers.fail("a profile needs at least one layer");
+  std::set<std::string> names;
+  for (const auto& l : layers.items()) {
+    p.layers.push_back(layer_from_json(l));
+    if (!names.insert(p.layers.back().name).second) {
+      l.at("name").fail(fmt::format("duplicate layer name \"{}\"", p.layers.back().name));
+    }
+  }
+  if (auto edges = doc.find("edges")) {
+    for (const auto& e : edges->items()) {
+      e.allow_only({"from", "to", "bytes_per_sample"});
+      ProfileEdge edge;
+      const int64_t from = e.integer("from"), to = e.integer("to");
+      if (from < 0 || from >= p.num_layers()) {
+        e.at("from").fail(fmt::format("layer index {} out of range 0..{}", from, p.num_layers() - 1));
+      }
+      if (to < 0 || to >= p.num_layers()) {
+        e.at("to").fail(fmt::format("layer index {} out of range 0..{}", to, p.num_layers() - 1));
+      }
+      if (from == to) e.fail("an edge cannot connect a layer to itself");
+      edge.from = static_cast<int>(from);
+      edge.to = static_cast<int>(to);
+      edge.bytes_per_sample = e.nonneg("bytes_per_sample");
+      p.edges.push_back(edge);
+    }
+  }
+  return p;
+}
+
+Json profile_to_json(const Profile& p) {
+  Json doc;
+  doc["format"] = kFormat;
+  doc["version"] = kVersion;
+  doc["model"] = p.model;
+  doc["device"] = p.device;
+  doc["dtype"] = p.dtype;
+  doc["source"] = p.source;
+  if (!p.notes.empty()) doc["notes"] = p.notes;
+  doc["input_bytes_per_sample"] = p.input_bytes_per_sample;
+  Json layers = Json::array();
+  for (const auto& l : p.layers) {
+    Json jl;
+    jl["name"] = l.name;
+    jl["kind"] = l.kind;
+    Json timings = Json::array();
+    for (const auto& t : l.timings) {
+      timings.push_back({{"micro_batch", t.micro_batch},
+                         {"forward_s", t.forward_s},
+                         {"backward_s", t.backward_s},
+                         {"recompute_s", t.recompute_s}});
+    }
+    jl["timings"] = std::move(timings);
+    jl["output_bytes_per_sample"] = l.output_bytes_per_sample;
+    jl["saved_bytes_per_sample"] = l.saved_bytes_per_sample;
+    jl["param_bytes"] = l.param_bytes;
+    jl["optimizer_bytes"] = l.optimizer_bytes;
+    jl["optimizer_step_s"] = l.optimizer_step_s;
+    layers.push_back(std::move(jl));
+  }
+  doc["layers"] = std::move(layers);
+  if (!p.edges.empty()) {
+    Json edges = Json::array();
+    for (const auto& e : p.edges) {
+      edges.push_back({{"from", e.from}, {"to", e.to}, {"bytes_per_sample", e.bytes_per_sample}});
+    }
+    doc["edges"] = std::move(edges);
+  }
+  return doc;
+}
+
+Profile load_profile(const std::string& path) {
+  const Json doc = load_json_file(path);
+  return profile_from_json(JsonView(doc, path));
+}
+
+void save_profile(const Profile& profile, const std::string& path) {
+  write_file_atomic(path, dump_json(profile_to_json(profile)));
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,66 @@
+// Profile: what one model costs, layer by layer, on the device it was measured on.
+//
+// For every layer: forward, backward and recompute time at the profiled micro-batch sizes,
+// bytes per sample of the layer's output (what crosses a stage boundary) and of what it saves for
+// backward, parameter and optimizer-state bytes, and the time of its optimizer step. Edges between
+// layers are tensors; a skip connection is an edge that jumps over layers. Without explicit edges
+// the layers form a chain and edge i -> i+1 carries layer i's output.
+//
+// File format "pipetwin.profile" version 1 (JSON), documented in DESIGN.md ("Formats") and
+// validated on load with errors naming the file and field.
+//
+// Thread-safety: plain value types.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json_io.hpp"
+
+namespace pipetwin {
+
+struct LayerTiming {
+  int micro_batch = 1;     // samples in the profiled micro-batch
+  double forward_s = 0;
+  double backward_s = 0;   // full backward: input and weight gradients
+  double recompute_s = 0;  // forward again under checkpointing (usually == forward_s)
+};
+
+struct LayerProfile {
+  std::string name;
+  std::string kind;  // free-form op kind: "linear", "attention", "mlp", "conv", "embedding", ...
+  std::vector<LayerTiming> timings;
+  double output_bytes_per_sample = 0;  // activation handed to the next layer
+  double saved_bytes_per_sample = 0;   // activations kept for backward (without checkpointing)
+  double param_bytes = 0;
+  double optimizer_bytes = 0;          // optimizer state (e.g. 2x params for Adam)
+  double optimizer_step_s = 0;         // time of one optimizer update of this layer
+};
+
+struct ProfileEdge {
+  int from = 0;
+  int to = 0;
+  double bytes_per_sample = 0;
+};
+
+struct Profile {
+  std::string model;   // zoo name or synthetic spec the profile describes
+  std::string device;  // device it was measured on (a catalog name, e.g. "cpu-core", "h100-sxm")
+  std::string dtype = "float32";
+  std::string source = "measured";  // "measured", "analytic" or "synthetic"
+  std::string notes;
+  double input_bytes_per_sample = 0;   // the model's input (fed to the first layer)
+  std::vector<LayerProfile> layers;
+  std::vector<ProfileEdge> edges;      // empty: a chain
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+  // Explicit edges, or the implied chain.
+  std::vector<ProfileEdge> effective_edges() const;
+};
+
+Profile profile_from_json(const JsonView& doc);
+Json profile_to_json(const Profile& profile);
+Profile load_profile(const std::string& path);
+void save_profile(const Profile& profile, const std::string& path);
+
+}  // namespace pipetwin

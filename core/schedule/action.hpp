@@ -1,0 +1,62 @@
+// The schedule IR's unit: one action a device performs.
+//
+// A schedule is, for every device, an ordered list of actions (DESIGN "The schedule IR"):
+// Forward(mb, stage), Backward(mb, stage), Recompute(mb, stage), Send/Recv(activation|gradient,
+// mb, peer), AllReduce(bucket), OptimizerStep(stage). Each action runs on one of the device's
+// streams, as torchgpipe runs copies on copy streams beside the compute stream (Section 3.2.3):
+//   compute    Forward, Backward, Recompute, OptimizerStep
+//   send       Send        (copy engine to the peer)
+//   recv       Recv        (copy engine from the peer)
+//   collective AllReduce   (the data-parallel communicator)
+// A stream executes its actions in list order; an action starts once its stream is free and its
+// dependencies are done. The simulator and the executor both interpret actions this way.
+//
+// Every compute action carries the weight version it reads, and OptimizerStep the version it
+// writes, so staleness is read off the versions rather than computed separately.
+//
+// Thread-safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace pipetwin {
+
+enum class Op : uint8_t {
+  kForward,
+  kBackward,
+  kRecompute,
+  kSend,
+  kRecv,
+  kAllReduce,
+  kOptimizerStep,
+};
+
+enum class Payload : uint8_t { kNone, kActivation, kGradient };
+
+enum class StreamKind : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3 };
+inline constexpr int kStreamsPerDevice = 4;
+
+struct Action {
+  Op op = Op::kForward;
+  Payload payload = Payload::kNone;  // Send/Recv: what travels
+  int32_t stage = -1;        // stage this action works for (Send: producer side's own stage)
+  int32_t micro_batch = -1;  // global micro-batch index: step * M + i
+  int32_t peer_stage = -1;   // Send/Recv: the stage on the other side
+  int32_t bucket = -1;       // AllReduce: gradient bucket of `stage`
+  int32_t step = -1;         // optimizer step (mini-batch) this action belongs to
+  int32_t version = -1;      // F/B/R: weight version read; OptimizerStep: version written
+};
+
+StreamKind stream_of(Op op);
+const char* op_name(Op op);          // "forward", "backward", ...
+const char* op_letter(Op op);        // "F", "B", "R", "S", "V", "AR", "U"
+const char* payload_name(Payload p);  // "none", "activation", "gradient"
+bool parse_op(const std::string& name, Op& out);
+bool parse_payload(const std::string& name, Payload& out);
+const char* stream_name(StreamKind s);  // "compute", "send", "recv", "collective"
+
+// Short human label such as "F s1 mb3 v0" or "S act s1->s2 mb3".
+std::string describe(const Action& a);
+
+}  // namespace pipetwin

@@ -1,0 +1,69 @@
+// ScheduleBuilder: what schedule generators use to write a schedule.
+//
+// A generator states, device by device, the order of compute actions (forward, backward,
+// recompute, optimizer step) of replica 0. The builder adds the point-to-point transfers a stage
+// needs — Recv right before the action that consumes the tensor, Send right after the action that
+// produces it, one per stage edge that crosses devices (a skip edge travels straight from producer
+// to consumer) — and, in finish(), fills in weight versions and steps, copies the pipeline onto
+// every data-parallel replica and inserts the bucketed all-reduce before each optimizer step
+// (data_parallel.hpp).
+//
+// Thread-safety: not thread-safe; one builder per generator call.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/schedule/schedule.hpp"
+
+namespace pipetwin {
+
+class ScheduleBuilder {
+ public:
+  ScheduleBuilder(std::string kind, const PipelineShape& shape);
+
+  const PipelineShape& shape() const { return shape_; }
+  int M() const { return shape_.micro_batches; }
+  int K() const { return shape_.num_stages; }
+  int N() const { return shape_.iterations; }
+  int total_micro_batches() const { return shape_.micro_batches * shape_.iterations; }
+  bool is_last_stage(int stage) const;  // a stage whose output is the loss (no outgoing edge)
+  // Whether micro-batch `mb` is checkpointed (recomputed before its backward) under the shape's
+  // checkpoint mode; "except_last" spares the last micro-batch of each mini-batch (torchgpipe).
+  bool recomputes(int mb) const;
+
+  // Forward with its transfers: Recv(activation) per incoming cross-device edge, Forward,
+  // Send(activation) per outgoing cross-device edge.
+  void forward(int stage, int mb);
+  // Backward with its transfers: Recv(gradient) per outgoing cross-device edge, Backward,
+  // Send(gradient) per incoming cross-device edge.
+  void backward(int stage, int mb);
+  void recompute(int stage, int mb);
+  void optimizer_step(int stage, int step);
+
+  // The pieces of forward()/backward(), for generators that place transfers themselves.
+  void compute(Op op, int stage, int mb);
+  void recv_activations(int stage, int mb);
+  void send_activations(int stage, int mb);
+  void recv_gradients(int stage, int mb);
+  void send_gradients(int stage, int mb);
+
+  // The action most recently emitted on the device that hosts `stage` (replica 0).
+  ActionRef last_on_stage_device(int stage) const;
+  // `before` must finish before `after` starts (same device).
+  void control(ActionRef before, ActionRef after);
+
+  // Completes the schedule: versions (backward and recompute read the forward's weights when
+  // `stashes_weights`, else the current ones), data-parallel replicas and all-reduce buckets.
+  Schedule finish(bool stashes_weights);
+
+ private:
+  void emit(int device, const Action& a);
+
+  std::string kind_;
+  PipelineShape shape_;
+  std::vector<std::vector<Action>> devices_;  // replica 0
+  std::vector<ControlDep> control_;
+};
+
+}  // namespace pipetwin

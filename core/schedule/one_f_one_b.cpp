@@ -1,0 +1,42 @@
+// 1F1B, also known as PipeDream-Flush: synchronous, one forward one backward.
+//
+// Stage s (0-based) of K first runs min(K - 1 - s, M) warm-up forwards, then alternates one
+// forward and one backward, then drains the remaining backwards; every stage steps once per
+// mini-batch after a flush, so the gradients equal GPipe's. It has GPipe's bubble,
+// (M + K - 1)(f + b) per mini-batch when M >= K, but holds at most K - s micro-batches of
+// activations on stage s instead of M. With checkpointing each backward is preceded by its
+// recompute (except the mini-batch's last micro-batch under except_last). Works for M < K too.
+#include "core/error.hpp"
+#include "core/schedule/builder.hpp"
+#include "core/schedule/generators.hpp"
+
+namespace pipetwin {
+
+Schedule make_1f1b(const PipelineShape& shape) {
+  ScheduleBuilder b("1f1b", shape);
+  if (!b.shape().one_stage_per_device()) {
+    throw InputError("schedule 1f1b: needs one stage per device (this plan puts several stages "
+                     "on one device; use gpipe)");
+  }
+  const int M = b.M(), K = b.K();
+  auto bwd = [&](int s, int mb) {
+    if (b.recomputes(mb)) b.recompute(s, mb);
+    b.backward(s, mb);
+  };
+  for (int step = 0; step < b.N(); ++step) {
+    const int base = step * M;
+    for (int s = 0; s < K; ++s) {
+      const int warmup = std::min(K - 1 - s, M);
+      for (int i = 0; i < warmup; ++i) b.forward(s, base + i);
+      for (int i = warmup; i < M; ++i) {
+        b.forward(s, base + i);
+        bwd(s, base + i - warmup);
+      }
+      for (int i = M - warmup; i < M; ++i) bwd(s, base + i);
+      b.optimizer_step(s, step);
+    }
+  }
+  return b.finish(/*stashes_weights=*/true);
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,130 @@
+#include "core/timeline.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace pipetwin {
+
+namespace {
+
+// Microseconds, rounded to the nanosecond so output bytes do not depend on float noise.
+double to_us(double seconds) { return std::round(seconds * 1e9) / 1e3; }
+
+}  // namespace
+
+Json timeline_to_chrome_trace(const Timeline& t) {
+  Json events = Json::array();
+  for (int d = 0; d < t.num_devices(); ++d) {
+    events.push_back({{"ph", "M"}, {"pid", d}, {"name", "process_name"},
+                      {"args", {{"name", t.device_names[static_cast<size_t>(d)]}}}});
+    events.push_back({{"ph", "M"}, {"pid", d}, {"name", "process_sort_index"},
+                      {"args", {{"sort_index", d}}}});
+    for (int s = 0; s < kStreamsPerDevice; ++s) {
+      events.push_back({{"ph", "M"}, {"pid", d}, {"tid", s}, {"name", "thread_name"},
+                        {"args", {{"name", stream_name(static_cast<StreamKind>(s))}}}});
+    }
+  }
+  std::vector<const TimelineEvent*> sorted;
+  sorted.reserve(t.events.size());
+  for (const auto& e : t.events) sorted.push_back(&e);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const TimelineEvent* a, const TimelineEvent* b) {
+    if (a->start_s != b->start_s) return a->start_s < b->start_s;
+    return a->device < b->device;
+  });
+  for (const TimelineEvent* e : sorted) {
+    const Action& a = e->action;
+    Json args;
+    args["op"] = op_name(a.op);
+    args["stage"] = a.stage;
+    if (a.micro_batch >= 0) args["mb"] = a.micro_batch;
+    args["step"] = a.step;
+    if (a.version >= 0) args["version"] = a.version;
+    if (a.payload != Payload::kNone) args["payload"] = payload_name(a.payload);
+    if (a.peer_stage >= 0) args["peer_stage"] = a.peer_stage;
+    if (a.bucket >= 0) args["bucket"] = a.bucket;
+    events.push_back({{"ph", "X"},
+                      {"pid", e->device},
+                      {"tid", static_cast<int>(stream_of(a.op))},
+                      {"ts", to_us(e->start_s)},
+                      {"dur", to_us(e->end_s) - to_us(e->start_s)},
+                      {"name", describe(a)},
+                      {"cat", op_name(a.op)},
+                      {"args", args}});
+  }
+  for (size_t d = 0; d < t.memory.size(); ++d) {
+    for (const auto& m : t.memory[d]) {
+      events.push_back({{"ph", "C"}, {"pid", static_cast<int>(d)}, {"name", "memory"},
+                        {"ts", to_us(m.time_s)}, {"args", {{"bytes", m.bytes}}}});
+    }
+  }
+  Json doc;
+  doc["traceEvents"] = events;
+  doc["displayTimeUnit"] = "ms";
+  Json other;
+  other["format"] = "pipetwin.timeline";
+  other["version"] = 1;
+  other["source"] = t.source;
+  other["schedule"] = t.schedule;
+  other["devices"] = t.device_names;
+  if (!t.peak_memory_bytes.empty()) other["peak_memory_bytes"] = t.peak_memory_bytes;
+  doc["otherData"] = other;
+  return doc;
+}
+
+Timeline timeline_from_chrome_trace(const JsonView& doc) {
+  Timeline t;
+  const JsonView other = doc.at("otherData");
+  other.check_format("pipetwin.timeline", 1);
+  t.source = other.string_or("source", "measured");
+  t.schedule = other.string_or("schedule", "");
+  for (const auto& d : other.at("devices").items()) t.device_names.push_back(d.as_string());
+  if (auto peaks = other.find("peak_memory_bytes")) {
+    for (const auto& p : peaks->items()) t.peak_memory_bytes.push_back(p.as_nonneg());
+  }
+  t.memory.resize(t.device_names.size());
+  for (const auto& e : doc.at("traceEvents").items()) {
+    const std::string ph = e.string("ph");
+    if (ph == "M") continue;
+    const int64_t pid = e.integer("pid");
+    if (pid < 0 || pid >= t.num_devices()) {
+      e.at("pid").fail(fmt::format("device {} not in otherData.devices (0..{})", pid, t.num_devices() - 1));
+    }
+    if (ph == "C") {
+      t.memory[static_cast<size_t>(pid)].push_back(
+          {e.number("ts") * 1e-6, e.at("args").nonneg("bytes")});
+      continue;
+    }
+    if (ph != "X") e.at("ph").fail(fmt::format("unsupported event phase \"{}\"", ph));
+    TimelineEvent ev;
+    ev.device = static_cast<int32_t>(pid);
+    ev.start_s = e.number("ts") * 1e-6;
+    ev.end_s = ev.start_s + e.nonneg("dur") * 1e-6;
+    const JsonView args = e.at("args");
+    Action& a = ev.action;
+    const std::string op = args.string("op");
+    if (!parse_op(op, a.op)) args.at("op").fail(fmt::format("unknown op \"{}\"", op));
+    const std::string payload = args.string_or("payload", "none");
+    if (!parse_payload(payload, a.payload)) args.at("payload").fail("unknown payload");
+    a.stage = static_cast<int32_t>(args.integer("stage"));
+    a.micro_batch = static_cast<int32_t>(args.integer_or("mb", -1));
+    a.step = static_cast<int32_t>(args.integer("step"));
+    a.version = static_cast<int32_t>(args.integer_or("version", -1));
+    a.peer_stage = static_cast<int32_t>(args.integer_or("peer_stage", -1));
+    a.bucket = static_cast<int32_t>(args.integer_or("bucket", -1));
+    t.events.push_back(ev);
+  }
+  return t;
+}
+
+void save_timeline(const Timeline& t, const std::string& path) {
+  write_file_atomic(path, timeline_to_chrome_trace(t).dump() + "\n");
+}
+
+Timeline load_timeline(const std::string& path) {
+  const Json doc = load_json_file(path);
+  return timeline_from_chrome_trace(JsonView(doc, path));
+}
+
+}  // namespace pipetwin

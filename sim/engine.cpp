@@ -1,0 +1,115 @@
+#include "sim/engine.hpp"
+
+#include <fmt/format.h>
+
+namespace pipetwin::sim {
+
+namespace {
+
+constexpr uint8_t kTaskEnd = 0;
+constexpr uint8_t kEdgeReady = 1;  // id: the dependent task
+
+}  // namespace
+
+void TaskGraph::prepare() {
+  const int n = num_tasks();
+  out_begin.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t p : dep_pred) ++out_begin[static_cast<size_t>(p) + 1];
+  for (int i = 0; i < n; ++i) out_begin[static_cast<size_t>(i) + 1] += out_begin[static_cast<size_t>(i)];
+  out_task.assign(dep_pred.size(), 0);
+  out_offset.assign(dep_pred.size(), 0);
+  std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
+  for (int t = 0; t < n; ++t) {
+    for (int32_t k = dep_begin[static_cast<size_t>(t)]; k < dep_begin[static_cast<size_t>(t) + 1]; ++k) {
+      const auto p = static_cast<size_t>(dep_pred[static_cast<size_t>(k)]);
+      const auto slot = static_cast<size_t>(fill[p]++);
+      out_task[slot] = t;
+      out_offset[slot] = dep_offset[static_cast<size_t>(k)];
+    }
+  }
+}
+
+void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end) {
+  const int n = g.num_tasks();
+  start.assign(static_cast<size_t>(n), 0);
+  end.assign(static_cast<size_t>(n), 0);
+  start_ = &start;
+  end_ = &end;
+  pending_.resize(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t) {
+    pending_[static_cast<size_t>(t)] = g.dep_begin[static_cast<size_t>(t) + 1] - g.dep_begin[static_cast<size_t>(t)];
+  }
+  head_.assign(static_cast<size_t>(g.num_streams), 0);
+  busy_.assign(static_cast<size_t>(g.num_streams), 0);
+  ready_.assign(static_cast<size_t>(n), 0);
+  group_ready_.assign(g.group_begin.empty() ? 0 : g.group_begin.size() - 1, 0);
+  queue_.clear();
+  for (int s = 0; s < g.num_streams; ++s) {
+    const int32_t b = g.stream_begin[static_cast<size_t>(s)];
+    if (b < g.stream_begin[static_cast<size_t>(s) + 1]) try_start(g, g.stream_tasks[static_cast<size_t>(b)], 0);
+  }
+  int completed = 0;
+  while (!queue_.empty()) {
+    const Event e = queue_.pop();
+    if (e.kind == kEdgeReady) {
+      if (--pending_[static_cast<size_t>(e.id)] == 0) try_start(g, e.id, e.time);
+      continue;
+    }
+    const auto task = static_cast<size_t>(e.id);
+    ++completed;
+    const auto s = static_cast<size_t>(g.stream[task]);
+    busy_[s] = 0;
+    ++head_[s];
+    for (int32_t k = g.out_begin[task]; k < g.out_begin[task + 1]; ++k) {
+      if (g.out_offset[static_cast<size_t>(k)] >= 0) continue;  // fired at start
+      const int32_t dst = g.out_task[static_cast<size_t>(k)];
+      if (--pending_[static_cast<size_t>(dst)] == 0) try_start(g, dst, e.time);
+    }
+    const int32_t next = g.stream_begin[s] + head_[s];
+    if (next < g.stream_begin[s + 1]) try_start(g, g.stream_tasks[static_cast<size_t>(next)], e.time);
+  }
+  if (completed != n) {
+    for (int s = 0; s < g.num_streams; ++s) {
+      const int32_t next = g.stream_begin[static_cast<size_t>(s)] + head_[static_cast<size_t>(s)];
+      if (next < g.stream_begin[static_cast<size_t>(s) + 1]) {
+        throw DeadlockError(fmt::format("simulation deadlocked: {} of {} tasks done; stream {} "
+                                        "waits at task {}",
+                                        completed, n, s, g.stream_tasks[static_cast<size_t>(next)]));
+      }
+    }
+    throw DeadlockError("simulation deadlocked");
+  }
+}
+
+void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
+  const auto t = static_cast<size_t>(task);
+  if (pending_[t] > 0 || ready_[t]) return;
+  const auto s = static_cast<size_t>(g.stream[t]);
+  if (busy_[s] || g.stream_tasks[static_cast<size_t>(g.stream_begin[s] + head_[s])] != task) return;
+  const int32_t grp = g.group[t];
+  if (grp < 0) {
+    start_task(g, task, now);
+    return;
+  }
+  ready_[t] = 1;
+  const auto gi = static_cast<size_t>(grp);
+  const int32_t size = g.group_begin[gi + 1] - g.group_begin[gi];
+  if (++group_ready_[gi] < size) return;
+  for (int32_t k = g.group_begin[gi]; k < g.group_begin[gi + 1]; ++k) {
+    start_task(g, g.group_members[static_cast<size_t>(k)], now);
+  }
+}
+
+void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
+  const auto t = static_cast<size_t>(task);
+  busy_[static_cast<size_t>(g.stream[t])] = 1;
+  (*start_)[t] = now;
+  (*end_)[t] = now + g.duration[t];
+  queue_.push(now + g.duration[t], task, kTaskEnd);
+  for (int32_t k = g.out_begin[t]; k < g.out_begin[t + 1]; ++k) {
+    const double offset = g.out_offset[static_cast<size_t>(k)];
+    if (offset >= 0) queue_.push(now + std::min(offset, g.duration[t]), g.out_task[static_cast<size_t>(k)], kEdgeReady);
+  }
+}
+
+}  // namespace pipetwin::sim

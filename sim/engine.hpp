@@ -1,0 +1,70 @@
+// Engine: a discrete-event simulator of tasks on FIFO streams with dependencies and rendezvous.
+//
+// It knows nothing of pipelines. A TaskGraph gives tasks with durations; each task belongs to a
+// stream (a FIFO server: a device's compute stream, a copy engine, a communicator) that runs its
+// tasks one at a time in the given order. A task starts when it is at the head of its stream,
+// the stream is idle, and all its dependencies are satisfied; a dependency is satisfied when its
+// predecessor ends, or `offset` seconds after the predecessor starts (a gradient bucket that is
+// ready part-way through a backward). Tasks of a rendezvous group (a send and its receive, the
+// members of an all-reduce) start together, once every member could start. Events at equal times
+// are processed in the order they were scheduled (event_queue.hpp), so runs are deterministic.
+//
+// Thread-safety: an Engine is not thread-safe; use one per thread. A TaskGraph is immutable once
+// prepared and may be shared by engines on several threads.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/event_queue.hpp"
+
+namespace pipetwin::sim {
+
+struct TaskGraph {
+  int num_streams = 0;
+  std::vector<double> duration;               // per task (seconds)
+  std::vector<int32_t> stream;                // per task
+  std::vector<int32_t> stream_begin;          // CSR: tasks of each stream, in FIFO order
+  std::vector<int32_t> stream_tasks;
+  std::vector<int32_t> dep_begin;             // CSR: dependencies of each task
+  std::vector<int32_t> dep_pred;
+  std::vector<double> dep_offset;             // < 0: at the predecessor's end
+  std::vector<int32_t> group;                 // per task, -1 for none
+  std::vector<int32_t> group_begin;           // CSR: members of each group
+  std::vector<int32_t> group_members;
+
+  int num_tasks() const { return static_cast<int>(duration.size()); }
+  // Builds the reverse edges the engine walks; call after filling the graph.
+  void prepare();
+  std::vector<int32_t> out_begin, out_task;   // CSR: dependents of each task
+  std::vector<double> out_offset;
+};
+
+class DeadlockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Engine {
+ public:
+  // Simulates the graph; start/end times land in the vectors (resized to the task count).
+  // Throws DeadlockError when tasks remain that can never start.
+  void run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end);
+
+ private:
+  void try_start(const TaskGraph& g, int32_t task, double now);
+  void start_task(const TaskGraph& g, int32_t task, double now);
+
+  EventQueue queue_;
+  std::vector<int32_t> pending_;
+  std::vector<int32_t> head_;
+  std::vector<uint8_t> busy_;
+  std::vector<uint8_t> ready_;
+  std::vector<int32_t> group_ready_;
+  std::vector<double>* start_ = nullptr;
+  std::vector<double>* end_ = nullptr;
+};
+
+}  // namespace pipetwin::sim

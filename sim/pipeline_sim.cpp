@@ -1,0 +1,135 @@
+#include "sim/pipeline_sim.hpp"
+
+#include <fmt/format.h>
+
+#include "core/schedule/generators.hpp"
+
+namespace pipetwin::sim {
+
+PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedule schedule)
+    : ctx_(context), schedule_(std::move(schedule)) {
+  const int n = schedule_.num_actions();
+  tasks_.num_streams = schedule_.num_streams();
+  tasks_.duration.resize(static_cast<size_t>(n));
+  tasks_.stream.resize(static_cast<size_t>(n));
+  tasks_.group.resize(static_cast<size_t>(n));
+  tasks_.dep_begin.assign(1, 0);
+  for (int id = 0; id < n; ++id) {
+    tasks_.duration[static_cast<size_t>(id)] = duration(id);
+    tasks_.stream[static_cast<size_t>(id)] = schedule_.stream(id);
+    tasks_.group[static_cast<size_t>(id)] = schedule_.group(id);
+    const Action& a = schedule_.action(id);
+    for (const auto& d : schedule_.deps(id)) {
+      tasks_.dep_pred.push_back(d.pred);
+      double offset = -1;
+      if (d.from_layer >= 0 && a.op == Op::kAllReduce) {
+        offset = ctx_.stages[static_cast<size_t>(a.stage)].bucket_ready_s[static_cast<size_t>(a.bucket)];
+      }
+      tasks_.dep_offset.push_back(offset);
+    }
+    tasks_.dep_begin.push_back(static_cast<int32_t>(tasks_.dep_pred.size()));
+  }
+  tasks_.stream_begin.assign(1, 0);
+  for (int s = 0; s < tasks_.num_streams; ++s) {
+    for (int32_t id : schedule_.stream_actions(s)) tasks_.stream_tasks.push_back(id);
+    tasks_.stream_begin.push_back(static_cast<int32_t>(tasks_.stream_tasks.size()));
+  }
+  tasks_.group_begin.assign(1, 0);
+  for (int g = 0; g < schedule_.num_groups(); ++g) {
+    for (int32_t m : schedule_.group_members(g)) tasks_.group_members.push_back(m);
+    tasks_.group_begin.push_back(static_cast<int32_t>(tasks_.group_members.size()));
+  }
+  tasks_.prepare();
+}
+
+double PipelineSimulator::duration(int id) const {
+  const Action& a = schedule_.action(id);
+  const auto& sh = schedule_.shape();
+  const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
+  const int dev = schedule_.device(id);
+  const int replica = dev / sh.devices_per_replica;
+  switch (a.op) {
+    case Op::kForward: return st.forward_s;
+    case Op::kBackward: return st.backward_s;
+    case Op::kRecompute: return st.recompute_s;
+    case Op::kOptimizerStep: return st.optimizer_s;
+    case Op::kSend:
+    case Op::kRecv: {
+      const bool act = a.payload == Payload::kActivation;
+      const bool sending = a.op == Op::kSend;
+      const int from = (act == sending) ? a.stage : a.peer_stage;
+      const int to = (act == sending) ? a.peer_stage : a.stage;
+      double bytes = 0;
+      for (const auto& e : sh.edges) {
+        if (e.from == from && e.to == to) bytes = e.bytes_per_sample * ctx_.plan.micro_batch_size();
+      }
+      const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage);
+      return ctx_.cost.transfer_s(bytes, ctx_.placement[static_cast<size_t>(dev)],
+                                  ctx_.placement[static_cast<size_t>(peer)]);
+    }
+    case Op::kAllReduce: {
+      std::vector<int> devices;
+      for (int r = 0; r < sh.replicas; ++r) {
+        devices.push_back(ctx_.placement[static_cast<size_t>(r * sh.devices_per_replica + sh.device_of(a.stage))]);
+      }
+      const double bytes = st.buckets.empty() ? 0 : st.buckets[static_cast<size_t>(a.bucket)].bytes;
+      return ctx_.cost.allreduce_s(bytes, devices);
+    }
+  }
+  return 0;
+}
+
+std::vector<std::string> PipelineSimulator::device_names() const {
+  std::vector<std::string> names;
+  const auto& sh = schedule_.shape();
+  for (int d = 0; d < schedule_.num_devices(); ++d) {
+    names.push_back(fmt::format("replica {} device {} ({} #{})", d / sh.devices_per_replica,
+                                d % sh.devices_per_replica, ctx_.plan.cluster.device.name,
+                                ctx_.placement[static_cast<size_t>(d)]));
+  }
+  return names;
+}
+
+void PipelineSimulator::run_engine(std::vector<double>& start, std::vector<double>& end) {
+  engine_.run(tasks_, start, end);
+}
+
+SimResult PipelineSimulator::run() {
+  SimResult r;
+  std::vector<double> start, end;
+  run_engine(start, end);
+  r.memory = walk_memory(schedule_, ctx_.stages);
+  Timeline& t = r.timeline;
+  t.source = "simulated";
+  t.schedule = schedule_.schedule().kind;
+  t.device_names = device_names();
+  t.memory.resize(static_cast<size_t>(schedule_.num_devices()));
+  t.events.reserve(static_cast<size_t>(schedule_.num_actions()));
+  for (int id = 0; id < schedule_.num_actions(); ++id) {
+    const Action& a = schedule_.action(id);
+    const int dev = schedule_.device(id);
+    t.events.push_back({dev, a, start[static_cast<size_t>(id)], end[static_cast<size_t>(id)]});
+    if (stream_of(a.op) == StreamKind::kCompute) {
+      // Allocation at the start of forward/recompute, release at the end of backward.
+      const double when = a.op == Op::kBackward ? end[static_cast<size_t>(id)] : start[static_cast<size_t>(id)];
+      t.memory[static_cast<size_t>(dev)].push_back({when, r.memory.after_action[static_cast<size_t>(id)]});
+    }
+  }
+  for (const auto& d : r.memory.devices) t.peak_memory_bytes.push_back(d.peak_bytes);
+  r.metrics = compute_metrics(t, schedule_.shape().num_stages,
+                              schedule_info(ctx_.plan.schedule).asynchronous,
+                              ctx_.plan.batch_size);
+  return r;
+}
+
+SimResult simulate_plan(const PlanContext& context) {
+  return simulate_plan(context, make_schedule(context.plan.schedule, context.shape),
+                       "schedule " + context.plan.schedule);
+}
+
+SimResult simulate_plan(const PlanContext& context, const Schedule& custom, const std::string& origin) {
+  PipelineSimulator sim(context, CompiledSchedule(custom, origin));
+  return sim.run();
+}
+
+}  // namespace pipetwin::sim

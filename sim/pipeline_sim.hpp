@@ -1,0 +1,62 @@
+// Pipeline simulation: a schedule interpreted against the cost model.
+//
+// Maps every action of a CompiledSchedule to a task of the discrete-event engine — on its
+// device's compute, send, receive or collective stream, with the schedule's dependencies — and
+// gives it the cost model's duration: stage forward / backward / recompute / optimizer time;
+// latency + bytes / bandwidth for a transfer (both ends busy for its length); the ring formula for
+// an all-reduce over the replicas of the stage, which may start once its bucket's last gradient
+// is produced inside the backward. The engine's start and end times become a predicted Timeline;
+// memory comes from walking the schedule (core/memory.hpp); metrics from core/metrics.hpp.
+//
+// PipelineSimulator keeps the task graph, so re-running it (sweeps, benchmarks) only re-runs the
+// engine.
+//
+// Thread-safety: a PipelineSimulator is not thread-safe; give each thread its own.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory.hpp"
+#include "core/metrics.hpp"
+#include "core/plan.hpp"
+#include "core/schedule/compiled.hpp"
+#include "core/timeline.hpp"
+#include "sim/engine.hpp"
+
+namespace pipetwin::sim {
+
+struct SimResult {
+  Timeline timeline;
+  Metrics metrics;
+  MemoryWalk memory;
+};
+
+class PipelineSimulator {
+ public:
+  // `context` must outlive the simulator.
+  PipelineSimulator(const PlanContext& context, CompiledSchedule schedule);
+
+  const CompiledSchedule& schedule() const { return schedule_; }
+  const TaskGraph& tasks() const { return tasks_; }
+
+  // Runs the engine only: start/end per action id.
+  void run_engine(std::vector<double>& start, std::vector<double>& end);
+  SimResult run();
+
+ private:
+  double duration(int id) const;
+  std::vector<std::string> device_names() const;
+
+  const PlanContext& ctx_;
+  CompiledSchedule schedule_;
+  TaskGraph tasks_;
+  Engine engine_;
+};
+
+// Generates the plan's schedule (or uses `custom`), compiles, simulates.
+SimResult simulate_plan(const PlanContext& context);
+SimResult simulate_plan(const PlanContext& context, const Schedule& custom, const std::string& origin);
+
+}  // namespace pipetwin::sim
