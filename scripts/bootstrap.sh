@@ -6,9 +6,9 @@
 set -euo pipefail
 
 CORE_PKGS=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config
   libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libmetis-dev zlib1g-dev python3
 )
 FULL_PKGS=(
   libtorch-dev libgloo-dev libopenblas0-pthread

@@ -1,0 +1,93 @@
+// The planner (sim/planner.hpp): automatic chunk count, memory refusal, compute scale.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "core/synthetic.hpp"
+#include "sim/planner.hpp"
+#include "sim_test_util.hpp"
+
+namespace pipetwin::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+PlanRequest request(const std::string& model, int K, int batch) {
+  PlanRequest r;
+  r.model = model;
+  r.profile = synthetic_profile(ModelSpec::parse(model, "test"));
+  r.cluster = pipetwin::testing::ideal_cluster(16);
+  r.stages = K;
+  r.batch_size = batch;
+  return r;
+}
+
+TEST(Planner, AutoChunksMinimisesTheGPipeClosedForm) {
+  // One layer per stage with a per-call overhead o: a micro-batch of B/M samples takes
+  // 2o + (f + b) B / M on a stage, and a mini-batch (M + K - 1) times that.
+  const int K = 4, B = 48;
+  const double o = 0.5, f = 0.25, b = 0.5;
+  PlanRequest r = request(fmt::format("uniform:layers={},fwd_ms={},bwd_ms={},overhead_ms={}", K, f, b, o), K, B);
+  const Plan plan = make_plan(r);
+  int best = 0;
+  double best_t = 1e30;
+  for (int M = 1; M <= 6 * K; ++M) {
+    if (B % M) continue;
+    const double t = (M + K - 1) * (2 * o + (f + b) * B / M);
+    if (t < best_t) {
+      best_t = t;
+      best = M;
+    }
+  }
+  EXPECT_EQ(plan.chunks, best);
+  EXPECT_EQ(plan.num_stages(), K);
+}
+
+TEST(Planner, RefusesAPlanThatDoesNotFitNamingTheDevice) {
+  PlanRequest r = request("uniform:layers=4,act_kb=1024,saved_kb=4096,param_kb=1024", 2, 64);
+  r.chunks = 4;
+  // Per stage: 4 MiB of weights and gradients, and per micro-batch of 16 samples a 16 MiB input
+  // and 128 MiB of saved activations: 580 MiB for GPipe, 196 MiB with checkpointing.
+  r.cluster.device.memory_bytes = 256.0 * 1024 * 1024;
+  try {
+    make_plan(r);
+    FAIL() << "should not fit";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan does not fit: device 0 (ideal-device #0) needs"));
+    EXPECT_THAT(e.what(), HasSubstr("GiB"));
+  }
+  r.allow_oom = true;
+  EXPECT_NO_THROW(make_plan(r));
+  r.allow_oom = false;
+  r.checkpoint = Checkpoint::kExceptLast;  // checkpointing makes it fit
+  EXPECT_NO_THROW(make_plan(r));
+}
+
+TEST(Planner, ComputeScaleFromPeakFlops) {
+  Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
+  Profile p = synthetic_profile(ModelSpec::parse("uniform:layers=2", "t"));
+  p.device = "cpu-core";
+  const Cluster h100 = load_cluster("dgx-h100", catalog);
+  const double scale = resolve_compute_scale(p, h100, &catalog);
+  EXPECT_DOUBLE_EQ(scale, catalog.device("cpu-core", "t").flops("float32") / h100.device.flops("float32"));
+  Cluster same = h100;
+  p.device = "h100-sxm";
+  EXPECT_DOUBLE_EQ(resolve_compute_scale(p, same, &catalog), 1.0);
+  same.relative_speed = 4;
+  EXPECT_DOUBLE_EQ(resolve_compute_scale(p, same, &catalog), 0.25);
+}
+
+TEST(Planner, BadRequestsAreInputErrors) {
+  PlanRequest r = request("uniform:layers=4", 2, 10);
+  r.dp = 3;
+  EXPECT_THROW(make_plan(r), InputError);
+  r.dp = 1;
+  r.chunks = 3;
+  EXPECT_THROW(make_plan(r), InputError);
+  r.chunks = 2;
+  r.stages = 5;  // more stages than layers
+  EXPECT_THROW(make_plan(r), InputError);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim

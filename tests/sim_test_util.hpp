@@ -1,0 +1,76 @@
+// Shared fixtures of the schedule and simulator tests: synthetic plans on an ideal cluster.
+#pragma once
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/model_spec.hpp"
+#include "core/plan.hpp"
+#include "core/synthetic.hpp"
+#include "sim/pipeline_sim.hpp"
+
+namespace pipetwin::testing {
+
+// A cluster of `devices` identical devices with ample memory; links of the given bandwidth and
+// latency (transfers of 0 bytes cost nothing regardless).
+inline Cluster ideal_cluster(int devices, double bandwidth = 1e12, double latency = 0,
+                             int nodes = 1) {
+  Cluster c;
+  c.name = "ideal";
+  c.device.name = "ideal-device";
+  c.device.memory_bytes = 1e15;
+  c.device.memory_bandwidth = 1e12;
+  c.device.peak_flops["float32"] = 1e15;
+  c.nodes = nodes;
+  c.devices_per_node = devices / nodes;
+  c.intra_node = {"ideal-link", "", bandwidth, latency};
+  c.inter_node = c.intra_node;
+  return c;
+}
+
+struct PlanSpec {
+  std::string model = "uniform:layers=4,fwd_ms=1,bwd_ms=2";
+  std::string schedule = "gpipe";
+  int stages = 4;
+  int chunks = 4;
+  int micro_batch = 1;
+  int dp = 1;
+  Checkpoint checkpoint = Checkpoint::kNone;
+  Cluster cluster = ideal_cluster(64);
+};
+
+// Layers split evenly into contiguous stages, stage s on device s.
+inline Plan synthetic_plan(const PlanSpec& s) {
+  Plan p;
+  p.model = s.model;
+  p.profile = synthetic_profile(ModelSpec::parse(s.model, "test"));
+  p.cluster = s.cluster;
+  p.schedule = s.schedule;
+  p.chunks = s.chunks;
+  p.dp = s.dp;
+  p.batch_size = s.micro_batch * s.chunks * s.dp;
+  p.checkpoint = s.checkpoint;
+  const int L = p.profile.num_layers();
+  int next = 0;
+  for (int k = 0; k < s.stages; ++k) {
+    StagePlan st;
+    st.device = k;
+    for (int i = 0; i < L / s.stages + (k < L % s.stages ? 1 : 0); ++i) st.layers.push_back(next++);
+    p.stages.push_back(st);
+  }
+  return p;
+}
+
+inline sim::SimResult simulate(const PlanSpec& s, int iterations) {
+  const PlanContext ctx(synthetic_plan(s), iterations);
+  return sim::simulate_plan(ctx);
+}
+
+// "uniform:layers=K,fwd_ms=f,bwd_ms=b" plus extra options.
+inline std::string uniform(int layers, double f, double b, const std::string& extra = "") {
+  return fmt::format("uniform:layers={},fwd_ms={},bwd_ms={}{}", layers, f, b,
+                     extra.empty() ? "" : "," + extra);
+}
+
+}  // namespace pipetwin::testing

@@ -1,0 +1,102 @@
+// Small fixtures shared by the core/ test suites: a per-test temp folder, file helpers, the
+// message of an expected InputError, synthetic profiles and a two-level cluster.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/cluster.hpp"
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+#include "core/profile.hpp"
+#include "core/synthetic.hpp"
+
+namespace pipetwin::test {
+
+// /tmp/pipetwin-core-tests/<suite>.<test>.<pid>, created empty and removed when done.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "misc";
+    for (char& c : name) {
+      if (c == '/') c = '_';
+    }
+    path_ = std::filesystem::path("/tmp/pipetwin-core-tests") /
+            (name + "." + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Runs `f` and returns the message of the InputError it throws; records a failure (and returns
+// "") when it throws nothing or something else.
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InputError, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected InputError, nothing was thrown";
+  return "";
+}
+
+inline Profile synthetic(const std::string& spec) {
+  return synthetic_profile(ModelSpec::parse(spec, "test"));
+}
+
+// `nodes` x `per_node` devices with 1 TB of memory; intra- and inter-node links as given.
+inline Cluster two_level_cluster(int nodes, int per_node, double intra_bw, double intra_lat,
+                                 double inter_bw, double inter_lat) {
+  Cluster c;
+  c.name = "test-cluster";
+  c.device.name = "test-gpu";
+  c.device.memory_bytes = 1e12;
+  c.device.memory_bandwidth = 1e12;
+  c.device.peak_flops["float32"] = 1e14;
+  c.nodes = nodes;
+  c.devices_per_node = per_node;
+  c.intra_node = {"intra", "", intra_bw, intra_lat};
+  c.inter_node = {"inter", "", inter_bw, inter_lat};
+  return c;
+}
+
+inline std::string source_dir() { return PIPETWIN_SOURCE_DIR; }
+
+}  // namespace pipetwin::test
