@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -114,8 +115,9 @@ const DeviceSpec* Catalog::find_device(const std::string& name) const {
 const DeviceSpec& Catalog::device(const std::string& name, const std::string& origin) const {
   auto it = devices_.find(name);
   if (it == devices_.end()) {
-    throw InputError(fmt::format("{}: unknown device \"{}\" (not in {}/devices.json)", origin, name,
-                                 dir_.empty() ? "the catalog" : dir_));
+    const std::string where =
+        dir_.empty() ? "no catalog here: define it inline" : "not in " + dir_ + "/devices.json";
+    throw InputError(fmt::format("{}: unknown device \"{}\" ({})", origin, name, where));
   }
   return it->second;
 }
@@ -123,8 +125,9 @@ const DeviceSpec& Catalog::device(const std::string& name, const std::string& or
 const LinkSpec& Catalog::link(const std::string& name, const std::string& origin) const {
   auto it = links_.find(name);
   if (it == links_.end()) {
-    throw InputError(fmt::format("{}: unknown link \"{}\" (not in {}/links.json)", origin, name,
-                                 dir_.empty() ? "the catalog" : dir_));
+    const std::string where =
+        dir_.empty() ? "no catalog here: define it inline" : "not in " + dir_ + "/links.json";
+    throw InputError(fmt::format("{}: unknown link \"{}\" ({})", origin, name, where));
   }
   return it->second;
 }
@@ -162,6 +165,14 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
   if (nodes < 1) doc.at("nodes").fail(fmt::format("must be at least 1 ({} given)", nodes));
   if (per_node < 1) {
     doc.at("devices_per_node").fail(fmt::format("must be at least 1 ({} given)", per_node));
+  }
+  // Device numbers are ints: nodes x devices_per_node must fit one.
+  constexpr int64_t kMaxDevices = std::numeric_limits<int>::max();
+  if (nodes > kMaxDevices) doc.at("nodes").fail(fmt::format("too many nodes ({} given)", nodes));
+  if (per_node > kMaxDevices / nodes) {
+    doc.at("devices_per_node")
+        .fail(fmt::format("{} nodes x {} devices is more than {} devices", nodes, per_node,
+                          kMaxDevices));
   }
   c.nodes = static_cast<int>(nodes);
   c.devices_per_node = static_cast<int>(per_node);

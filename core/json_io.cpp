@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -117,6 +118,10 @@ double JsonView::as_positive() const {
 }
 
 int64_t JsonView::as_int() const {
+  if (node_->is_number_unsigned() &&
+      node_->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    fail(fmt::format("integer {} is out of range", describe()));  // would wrap to negative
+  }
   if (!node_->is_number_integer()) {
     if (node_->is_number_float()) {
       const double v = node_->get<double>();
@@ -192,6 +197,11 @@ void JsonView::allow_only(std::initializer_list<std::string_view> allowed) const
 Json load_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  // A folder opens fine but reads nothing: say so rather than "not valid JSON".
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(EISDIR)));
+  }
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();

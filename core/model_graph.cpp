@@ -1,5 +1,6 @@
 #include "core/model_graph.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <queue>
 
@@ -47,12 +48,23 @@ ModelGraph ModelGraph::from_profile(const Profile& profile, const std::string& o
     }
   }
   if (static_cast<int>(g.topo_.size()) != n) {
-    for (int v = 0; v < n; ++v) {
-      if (indegree[static_cast<size_t>(v)] > 0) {
-        throw InputError(fmt::format("{}: edges: the graph has a cycle through layer {} (\"{}\")",
-                                     origin, v, profile.layers[static_cast<size_t>(v)].name));
+    // A layer left over may merely wait on a cycle without being on it. Every leftover layer has
+    // a leftover predecessor, so following predecessors n times lands on a cycle; report the
+    // lowest layer of that cycle.
+    auto leftover_pred = [&](int v) {
+      for (auto [it, end] = boost::in_edges(static_cast<size_t>(v), g.graph_); it != end; ++it) {
+        const auto u = boost::source(*it, g.graph_);
+        if (indegree[u] > 0) return static_cast<int>(u);
       }
-    }
+      return v;  // unreachable: a leftover layer has a leftover predecessor
+    };
+    int v = 0;
+    while (indegree[static_cast<size_t>(v)] == 0) ++v;
+    for (int i = 0; i < n; ++i) v = leftover_pred(v);
+    int lowest = v;
+    for (int u = leftover_pred(v); u != v; u = leftover_pred(u)) lowest = std::min(lowest, u);
+    throw InputError(fmt::format("{}: edges: the graph has a cycle through layer {} (\"{}\")",
+                                 origin, lowest, profile.layers[static_cast<size_t>(lowest)].name));
   }
   return g;
 }

@@ -29,7 +29,8 @@ class ModelGraph {
   };
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Layer, Tensor>;
 
-  // Builds and validates the graph of a profile; `origin` names the file in errors.
+  // Builds and validates the graph of a profile; `origin` names the file in errors. A cycle is an
+  // InputError naming a layer on it (the lowest one).
   static ModelGraph from_profile(const Profile& profile, const std::string& origin = "profile");
 
   int num_layers() const { return static_cast<int>(boost::num_vertices(graph_)); }

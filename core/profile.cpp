@@ -1,5 +1,6 @@
 #include "core/profile.hpp"
 
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -16,6 +17,10 @@ LayerTiming timing_from_json(const JsonView& j) {
   LayerTiming t;
   const int64_t mb = j.integer("micro_batch");
   if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
+  if (mb > std::numeric_limits<int>::max()) {
+    j.at("micro_batch")
+        .fail(fmt::format("must be at most {} ({} given)", std::numeric_limits<int>::max(), mb));
+  }
   t.micro_batch = static_cast<int>(mb);
   t.forward_s = j.nonneg("forward_s");
   t.backward_s = j.nonneg("backward_s");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,20 @@ namespace {
 
 // Microseconds, rounded to the nanosecond so output bytes do not depend on float noise.
 double to_us(double seconds) { return std::round(seconds * 1e9) / 1e3; }
+
+// An int32 action field; a value outside int32 is an error rather than a silent wrap.
+int32_t int32_of(const JsonView& j) {
+  const int64_t v = j.as_int();
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+    j.fail(fmt::format("{} is out of range", v));
+  }
+  return static_cast<int32_t>(v);
+}
+
+int32_t int32_or(const JsonView& j, std::string_view key, int32_t fallback) {
+  const auto v = j.find(key);
+  return v ? int32_of(*v) : fallback;
+}
 
 }  // namespace
 
@@ -107,12 +122,16 @@ Timeline timeline_from_chrome_trace(const JsonView& doc) {
     if (!parse_op(op, a.op)) args.at("op").fail(fmt::format("unknown op \"{}\"", op));
     const std::string payload = args.string_or("payload", "none");
     if (!parse_payload(payload, a.payload)) args.at("payload").fail("unknown payload");
-    a.stage = static_cast<int32_t>(args.integer("stage"));
-    a.micro_batch = static_cast<int32_t>(args.integer_or("mb", -1));
-    a.step = static_cast<int32_t>(args.integer("step"));
-    a.version = static_cast<int32_t>(args.integer_or("version", -1));
-    a.peer_stage = static_cast<int32_t>(args.integer_or("peer_stage", -1));
-    a.bucket = static_cast<int32_t>(args.integer_or("bucket", -1));
+    a.stage = int32_of(args.at("stage"));
+    a.micro_batch = int32_or(args, "mb", -1);
+    a.step = int32_of(args.at("step"));
+    if (a.op == Op::kOptimizerStep && a.step < 0) {
+      args.at("step").fail(
+          fmt::format("an optimizer step needs a step number >= 0 ({} given)", a.step));
+    }
+    a.version = int32_or(args, "version", -1);
+    a.peer_stage = int32_or(args, "peer_stage", -1);
+    a.bucket = int32_or(args, "bucket", -1);
     t.events.push_back(ev);
   }
   return t;

@@ -1,0 +1,263 @@
+// core/cost_model.hpp against the closed forms of DESIGN "Cost model terms": transfers, ring
+// all-reduce, DDP buckets, frozen layers, stage costs and stage edges.
+#include "core/cost_model.hpp"
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "tests/test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+using test::input_error;
+using ::testing::ElementsAre;
+
+constexpr double kMs = 1e-3;
+constexpr double kKiB = 1024;
+constexpr double kTol = 1e-15;
+
+// 2 nodes x 2 devices: intra-node 10 GB/s and 1 us, inter-node 1 GB/s and 10 us.
+Cluster cluster() {
+  return test::two_level_cluster(2, 2, 10e9, 1e-6, 1e9, 1e-5);
+}
+
+// Layers with the given parameter sizes in MiB (and nothing else of note).
+Profile with_params(const std::vector<double>& mib) {
+  Profile p;
+  for (size_t i = 0; i < mib.size(); ++i) {
+    LayerProfile l;
+    l.name = "l" + std::to_string(i);
+    l.timings = {{1, 1e-3, 2e-3, 1e-3}};
+    l.param_bytes = mib[i] * kMiB;
+    p.layers.push_back(l);
+  }
+  return p;
+}
+
+// A bucket as (first layer, last layer, MiB).
+using B = std::tuple<int, int, double>;
+std::vector<B> buckets(const std::vector<double>& mib, CostOptions o = {}) {
+  const CostModel cm(with_params(mib), cluster(), o);
+  std::vector<int> all;
+  for (size_t i = 0; i < mib.size(); ++i) all.push_back(static_cast<int>(i));
+  std::vector<B> out;
+  for (const auto& b : cm.ddp_buckets(all))
+    out.emplace_back(b.first_layer, b.last_layer, b.bytes / kMiB);
+  return out;
+}
+
+// Four layers, t(b) = 0.5 ms + per-sample * b; a skip edge 0 -> 2 besides the chain.
+Profile four_layers() {
+  Profile p = test::synthetic(
+      "uniform:fwd_ms=1/2/3/4,bwd_ms=2/4/6/8,overhead_ms=0.5,saved_kb=1/2/3/4,param_kb=10/20/30/40,"
+      "optimizer_kb=20/40/60/80,opt_ms=0.1/0.2/0.3/0.4");
+  p.input_bytes_per_sample = 10;
+  p.edges = {{0, 1, 100}, {1, 2, 200}, {0, 2, 50}, {2, 3, 300}};
+  return p;
+}
+
+TEST(CostModel, ComputeTimesFollowTheFittedLine) {
+  const CostModel cm(four_layers(), cluster());
+  // Layer 1: forward 0.5 + 2b ms, backward 0.5 + 4b ms, recompute = forward; at profiled and
+  // unprofiled sizes alike.
+  EXPECT_NEAR(cm.forward_s(1, 1), 2.5 * kMs, kTol);
+  EXPECT_NEAR(cm.forward_s(1, 3), 6.5 * kMs, kTol);
+  EXPECT_NEAR(cm.forward_s(1, 32), 64.5 * kMs, 1e-13);
+  EXPECT_NEAR(cm.backward_s(1, 3), 12.5 * kMs, kTol);
+  EXPECT_NEAR(cm.recompute_s(1, 3), 6.5 * kMs, kTol);
+  EXPECT_NEAR(cm.optimizer_s(3), 0.4 * kMs, kTol);
+}
+
+TEST(CostModel, ComputeScaleMultipliesEveryTime) {
+  CostOptions o;
+  o.compute_scale = 2.5;
+  const CostModel fast(four_layers(), cluster());
+  const CostModel slow(four_layers(), cluster(), o);
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_NEAR(slow.forward_s(l, 3), 2.5 * fast.forward_s(l, 3), kTol);
+    EXPECT_NEAR(slow.backward_s(l, 3), 2.5 * fast.backward_s(l, 3), kTol);
+    EXPECT_NEAR(slow.recompute_s(l, 3), 2.5 * fast.recompute_s(l, 3), kTol);
+    EXPECT_NEAR(slow.optimizer_s(l), 2.5 * fast.optimizer_s(l), kTol);
+  }
+  // Links are not the device: transfers do not scale.
+  EXPECT_EQ(slow.transfer_s(1e6, 0, 1), fast.transfer_s(1e6, 0, 1));
+  o.compute_scale = 0;
+  EXPECT_EQ(input_error([&] { CostModel(four_layers(), cluster(), o); }),
+            "compute scale must be positive (0 given)");
+}
+
+TEST(CostModel, TransferIsLatencyPlusBytesOverBandwidth) {
+  const CostModel cm(four_layers(), cluster());
+  EXPECT_NEAR(cm.transfer_s(1e6, 0, 1), 1e-6 + 1e6 / 10e9, kTol);  // same node
+  EXPECT_NEAR(cm.transfer_s(1e6, 3, 2), 1e-6 + 1e6 / 10e9, kTol);
+  EXPECT_NEAR(cm.transfer_s(1e6, 1, 2), 1e-5 + 1e6 / 1e9, kTol);  // across nodes
+  EXPECT_EQ(cm.transfer_s(1e6, 2, 2), 0);                         // same device
+  EXPECT_EQ(cm.transfer_s(0, 0, 3), 0);                           // nothing to send
+}
+
+TEST(CostModel, RingAllReduce) {
+  const CostModel cm(four_layers(), cluster());
+  const double bytes = 8e6;
+  // n = 2 inside a node: 2(n-1)/n * bytes / bw + 2(n-1) * latency.
+  EXPECT_NEAR(cm.allreduce_s(bytes, {0, 1}), 1.0 * bytes / 10e9 + 2 * 1e-6, kTol);
+  EXPECT_NEAR(cm.allreduce_s(bytes, {2, 3}), 1.0 * bytes / 10e9 + 2 * 1e-6, kTol);
+  // A ring over both nodes runs at its slowest link, the inter-node one.
+  EXPECT_NEAR(cm.allreduce_s(bytes, {0, 1, 2, 3}), 1.5 * bytes / 1e9 + 6 * 1e-5, kTol);
+  EXPECT_NEAR(cm.allreduce_s(bytes, {0, 1, 2}), 4.0 / 3.0 * bytes / 1e9 + 4 * 1e-5, kTol);
+  EXPECT_NEAR(cm.allreduce_s(bytes, {0, 2}), 1.0 * bytes / 1e9 + 2 * 1e-5, kTol);
+  EXPECT_EQ(cm.allreduce_s(bytes, {1}), 0);
+  EXPECT_EQ(cm.allreduce_s(bytes, {}), 0);
+}
+
+TEST(DdpBuckets, SmallFirstBucketThenCapped) {
+  // Reverse order: 20 (>= 1 MiB closes bucket 0), then 10 + 0.5 + 0.5 + 0.5 < 25 MiB stays open.
+  EXPECT_THAT(buckets({0.5, 0.5, 0.5, 10, 20}), ElementsAre(B{4, 4, 20}, B{0, 3, 11.5}));
+  // Six 10 MiB layers: {5}; 10 + 10 + 10 >= 25 closes {2..4}; {0, 1} is what is left.
+  EXPECT_THAT(buckets({10, 10, 10, 10, 10, 10}),
+              ElementsAre(B{5, 5, 10}, B{2, 4, 30}, B{0, 1, 20}));
+}
+
+TEST(DdpBuckets, LayersBiggerThanTheCapGetABucketOfTheirOwn) {
+  EXPECT_THAT(buckets({40, 40}), ElementsAre(B{1, 1, 40}, B{0, 0, 40}));
+  // A big layer joins the bucket that is open when it comes, and closes it.
+  EXPECT_THAT(buckets({30, 0, 0.25, 0.25, 0.25, 0.25, 0.25}),
+              ElementsAre(B{3, 6, 1}, B{0, 2, 30.25}));
+}
+
+TEST(DdpBuckets, ZeroParameterLayersHaveNoGradient) {
+  EXPECT_THAT(buckets({1, 1, 0}), ElementsAre(B{1, 1, 1}, B{0, 0, 1}));
+  EXPECT_TRUE(buckets({0, 0, 0}).empty());
+}
+
+TEST(DdpBuckets, CapsComeFromTheOptions) {
+  CostOptions o;
+  o.first_bucket_bytes = 2 * kMiB;
+  o.bucket_cap_bytes = 3 * kMiB;
+  EXPECT_THAT(buckets({1, 1, 1, 1, 1, 1}, o), ElementsAre(B{4, 5, 2}, B{1, 3, 3}, B{0, 0, 1}));
+}
+
+TEST(DdpBuckets, FrozenLayersHaveNoGradient) {
+  CostOptions o;
+  o.frozen_layers = 2;
+  EXPECT_THAT(buckets({1, 1, 1, 1}, o), ElementsAre(B{3, 3, 1}, B{2, 2, 1}));
+}
+
+TEST(DdpBuckets, OnlyTheStagesLayers) {
+  const CostModel cm(with_params({10, 10, 10, 10, 10, 10}), cluster());
+  const auto b = cm.ddp_buckets({2, 3});
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first_layer, 3);
+  EXPECT_EQ(b[1].first_layer, 2);
+  EXPECT_EQ(b[1].bytes, 10 * kMiB);
+}
+
+TEST(StageCost, SumsTheLayersAtTheMicroBatchSize) {
+  const CostModel cm(four_layers(), cluster());
+  const StageCost c = cm.stage_cost({1, 2}, 4);
+  // forward (0.5 + 2*4) + (0.5 + 3*4) ms; backward (0.5 + 4*4) + (0.5 + 6*4) ms.
+  EXPECT_NEAR(c.forward_s, 21 * kMs, kTol);
+  EXPECT_NEAR(c.backward_s, 41 * kMs, kTol);
+  EXPECT_NEAR(c.recompute_s, 21 * kMs, kTol);
+  EXPECT_NEAR(c.optimizer_s, 0.5 * kMs, kTol);
+  EXPECT_EQ(c.param_bytes, 50 * kKiB);
+  EXPECT_EQ(c.grad_bytes, 50 * kKiB);
+  EXPECT_EQ(c.optimizer_bytes, 100 * kKiB);
+  EXPECT_EQ(c.frozen_bytes, 0);
+  EXPECT_EQ(c.static_bytes(), 200 * kKiB);
+  EXPECT_EQ(c.saved_bytes, (2 + 3) * kKiB * 4);
+  EXPECT_THAT(c.layers, ElementsAre(1, 2));
+}
+
+TEST(StageCost, InputBytesCountEveryEdgeFromOutsideIncludingSkips) {
+  const CostModel cm(four_layers(), cluster());
+  const double b = 4;
+  EXPECT_EQ(cm.stage_cost({0}, b).input_bytes, 10 * b);             // the model input
+  EXPECT_EQ(cm.stage_cost({0, 1}, b).input_bytes, 10 * b);          // 0 -> 1 stays inside
+  EXPECT_EQ(cm.stage_cost({1, 2}, b).input_bytes, (100 + 50) * b);  // 0 -> 1 and skip 0 -> 2
+  EXPECT_EQ(cm.stage_cost({2, 3}, b).input_bytes, (200 + 50) * b);  // 1 -> 2 and skip 0 -> 2
+  EXPECT_EQ(cm.stage_cost({3}, b).input_bytes, 300 * b);
+  EXPECT_EQ(cm.stage_cost({0, 1, 2, 3}, b).input_bytes, 10 * b);
+}
+
+TEST(StageCost, FrozenLayersHaveNoBackwardAndCountLambdaOfTheirFootprint) {
+  CostOptions o;
+  o.frozen_layers = 2;
+  o.lambda_frozen = 1.0 / 6.0;
+  const CostModel cm(four_layers(), cluster(), o);
+  EXPECT_TRUE(cm.frozen(1));
+  EXPECT_FALSE(cm.frozen(2));
+  EXPECT_EQ(cm.backward_s(0, 4), 0);
+  EXPECT_EQ(cm.recompute_s(1, 4), 0);
+  EXPECT_EQ(cm.optimizer_s(1), 0);
+  EXPECT_NEAR(cm.forward_s(0, 4), 4.5 * kMs, kTol);  // frozen layers still run forward
+  const StageCost c = cm.stage_cost({0, 1, 2}, 4);
+  EXPECT_NEAR(c.forward_s, (4.5 + 8.5 + 12.5) * kMs, kTol);
+  EXPECT_NEAR(c.backward_s, 24.5 * kMs, kTol);  // layer 2 only
+  EXPECT_NEAR(c.recompute_s, 12.5 * kMs, kTol);
+  EXPECT_NEAR(c.optimizer_s, 0.3 * kMs, kTol);
+  EXPECT_EQ(c.param_bytes, 30 * kKiB);
+  EXPECT_EQ(c.grad_bytes, 30 * kKiB);
+  EXPECT_EQ(c.optimizer_bytes, 60 * kKiB);
+  // Footprint = parameters + gradients + optimizer state: (2*10 + 20) + (2*20 + 40) KiB.
+  EXPECT_NEAR(c.frozen_bytes, (40 + 80) * kKiB / 6, 1e-9);
+  // No backward runs through them, so they keep no activations for it.
+  EXPECT_EQ(c.saved_bytes, 3 * kKiB * 4);
+  ASSERT_EQ(c.buckets.size(), 1u);
+  EXPECT_EQ(c.buckets[0].first_layer, 2);
+}
+
+TEST(StageCost, BucketsAreReadyWhenTheirLowestLayersBackwardEnds) {
+  // Backward 1, 2, 3, 4 ms (b = 1), 1 MiB per layer: buckets {3} and {0..2}. Backward runs from
+  // layer 3 down: {3} is ready after 4 ms, {0..2} after 4 + 3 + 2 + 1 = 10 ms.
+  Profile p = test::synthetic("uniform:bwd_ms=1/2/3/4,param_kb=1024");
+  const CostModel cm(p, cluster());
+  const StageCost c = cm.stage_cost({0, 1, 2, 3}, 1);
+  ASSERT_EQ(c.buckets.size(), 2u);
+  ASSERT_EQ(c.bucket_ready_s.size(), 2u);
+  EXPECT_NEAR(c.bucket_ready_s[0], 4 * kMs, kTol);
+  EXPECT_NEAR(c.bucket_ready_s[1], 10 * kMs, kTol);
+}
+
+TEST(StageEdges, SumEdgesCrossingBetweenTwoStages) {
+  const CostModel cm(four_layers(), cluster());
+  const auto two = cm.stage_edges({0, 0, 1, 1});
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].from, 0);
+  EXPECT_EQ(two[0].to, 1);
+  EXPECT_EQ(two[0].bytes_per_sample, 200 + 50);  // 1 -> 2 and the skip 0 -> 2
+  const auto three = cm.stage_edges({0, 1, 2, 2});
+  ASSERT_EQ(three.size(), 3u);
+  std::vector<std::tuple<int, int, double>> got;
+  for (const auto& e : three) got.emplace_back(e.from, e.to, e.bytes_per_sample);
+  // The skip goes straight from stage 0 to stage 2, not through stage 1.
+  EXPECT_THAT(got, ::testing::UnorderedElementsAre(std::tuple(0, 1, 100.0), std::tuple(0, 2, 50.0),
+                                                   std::tuple(1, 2, 200.0)));
+  EXPECT_TRUE(cm.stage_edges({0, 0, 0, 0}).empty());
+}
+
+TEST(StageEdges, RejectBackwardEdges) {
+  const CostModel cm(four_layers(), cluster());
+  EXPECT_EQ(input_error([&] {
+              cm.stage_edges({0, 1, 0, 1});
+            }),
+            "partition: edge from layer 1 (stage 1) to layer 2 (stage 0) runs backwards; stages "
+            "must follow the model's data flow");
+}
+
+TEST(CostModel, FrozenLayersOutOfRange) {
+  CostOptions o;
+  o.frozen_layers = 5;
+  EXPECT_EQ(input_error([&] { CostModel(four_layers(), cluster(), o); }),
+            "frozen layers must be in 0..4 (5 given)");
+  o.frozen_layers = 4;  // everything frozen is allowed
+  EXPECT_NO_THROW(CostModel(four_layers(), cluster(), o));
+}
+
+}  // namespace
+}  // namespace pipetwin

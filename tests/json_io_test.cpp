@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,14 @@
 namespace pipetwin {
 namespace {
 
+using test::input_error;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using test::input_error;
 
-Json doc_of(const std::string& text) { return Json::parse(text); }
+Json doc_of(const std::string& text) {
+  return Json::parse(text);
+}
 
 std::vector<std::string> folder_entries(const std::filesystem::path& dir) {
   std::vector<std::string> names;
@@ -49,7 +52,9 @@ class Unprivileged {
     }
   }
   ~Unprivileged() {
-    if (dropped_) EXPECT_EQ(::seteuid(0), 0);
+    if (dropped_) {
+      EXPECT_EQ(::seteuid(0), 0);
+    }
   }
   bool still_root() const { return root_; }
 
@@ -107,13 +112,14 @@ TEST(JsonView, KeysKeepDocumentOrder) {
 TEST(JsonView, ErrorIsOneLineFileFieldWhat) {
   const Json doc = doc_of(R"({"layers": [{}, {}, {}, {"timings": [{"fwd_s": "abc"}]}]})");
   const JsonView v(doc, "profile.json");
-  EXPECT_EQ(input_error([&] { v.at("layers").at(3).at("timings").at(0).nonneg("fwd_s"); }),
-            "profile.json: layers[3].timings[0].fwd_s: expected a non-negative number, got \"abc\"");
+  EXPECT_EQ(
+      input_error([&] { v.at("layers").at(3).at("timings").at(0).nonneg("fwd_s"); }),
+      "profile.json: layers[3].timings[0].fwd_s: expected a non-negative number, got \"abc\"");
 }
 
 TEST(JsonView, TypeErrors) {
-  const Json doc = doc_of(
-      R"({"neg": -1, "zero": 0, "frac": 3.5, "num": 12, "str": "x", "arr": [1], "b": 1})");
+  const Json doc =
+      doc_of(R"({"neg": -1, "zero": 0, "frac": 3.5, "num": 12, "str": "x", "arr": [1], "b": 1})");
   const JsonView v(doc, "f.json");
   EXPECT_EQ(input_error([&] { v.nonneg("neg"); }),
             "f.json: neg: expected a non-negative number, got -1");
@@ -127,6 +133,14 @@ TEST(JsonView, TypeErrors) {
             "f.json: arr: expected an object, got an array");
   EXPECT_EQ(input_error([&] { v.at("str").size(); }),
             "f.json: str: expected an array, got a string");
+}
+
+TEST(JsonView, IntegersBeyondInt64AreRejectedNotWrapped) {
+  const Json doc = doc_of(R"({"big": 18446744073709551615, "max": 9223372036854775807})");
+  const JsonView v(doc, "f.json");
+  EXPECT_EQ(input_error([&] { v.integer("big"); }),
+            "f.json: big: integer 18446744073709551615 is out of range");
+  EXPECT_EQ(v.integer("max"), std::numeric_limits<int64_t>::max());
 }
 
 TEST(JsonView, MissingFieldAndIndexOutOfRange) {
@@ -170,7 +184,9 @@ TEST(JsonView, CheckFormat) {
 TEST(JsonView, AllowOnlyNamesTheFirstUnknownField) {
   const Json doc = doc_of(R"({"inner": {"a": 1, "colour": 2, "b": 3, "size": 4}})");
   const JsonView v(doc, "f.json");
-  EXPECT_EQ(input_error([&] { v.at("inner").allow_only({"a", "b"}); }),
+  EXPECT_EQ(input_error([&] {
+              v.at("inner").allow_only({"a", "b"});
+            }),
             "f.json: inner.colour: unknown field (known: a, b)");
   EXPECT_NO_THROW(v.at("inner").allow_only({"a", "b", "colour", "size"}));
 }
@@ -188,6 +204,12 @@ TEST(LoadJsonFile, MissingFileNamesTheFile) {
   const std::string path = dir.file("absent.json");
   EXPECT_EQ(input_error([&] { load_json_file(path); }),
             path + ": cannot open: No such file or directory");
+}
+
+TEST(LoadJsonFile, FolderIsNotAFile) {
+  test::TempDir dir;
+  EXPECT_EQ(input_error([&] { load_json_file(dir.path().string()); }),
+            dir.path().string() + ": cannot open: Is a directory");
 }
 
 TEST(LoadJsonFile, SyntaxErrorsGiveLineAndColumnOfTheOffendingCharacter) {

@@ -97,6 +97,8 @@ inline Cluster two_level_cluster(int nodes, int per_node, double intra_bw, doubl
   return c;
 }
 
-inline std::string source_dir() { return PIPETWIN_SOURCE_DIR; }
+inline std::string source_dir() {
+  return PIPETWIN_SOURCE_DIR;
+}
 
 }  // namespace pipetwin::test
