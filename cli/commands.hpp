@@ -17,8 +17,11 @@ namespace pipetwin::cli {
 void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 // Verbs that need LibTorch; they say so when the build has none.
 void add_exec_commands(CLI::App& app);
+// The process's command line, for verbs that re-launch themselves (run --nproc).
+void set_command_line(int argc, char** argv);
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);

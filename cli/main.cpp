@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
   pipetwin::cli::add_plan_command(app);
   pipetwin::cli::add_simulate_command(app);
   pipetwin::cli::add_schedule_command(app);
+  pipetwin::cli::add_compare_command(app);
   pipetwin::cli::add_exec_commands(app);
+  pipetwin::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -134,6 +134,19 @@ int64_t JsonView::as_int() const {
   return node_->get<int64_t>();
 }
 
+int JsonView::as_int32() const {
+  const int64_t v = as_int();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    fail(fmt::format("integer {} out of range", v));
+  }
+  return static_cast<int>(v);
+}
+
+int JsonView::int32_or(std::string_view key, int fallback) const {
+  auto v = find(key);
+  return v ? v->as_int32() : fallback;
+}
+
 std::string JsonView::as_string() const {
   if (!node_->is_string()) fail(fmt::format("expected a string, got {}", describe()));
   return node_->get<std::string>();

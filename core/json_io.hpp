@@ -46,6 +46,7 @@ class JsonView {
   double as_nonneg() const;
   double as_positive() const;
   int64_t as_int() const;
+  int as_int32() const;  // an integer that fits an int
   std::string as_string() const;
   bool as_bool() const;
 
@@ -54,6 +55,8 @@ class JsonView {
   double nonneg(std::string_view key) const { return at(key).as_nonneg(); }
   double positive(std::string_view key) const { return at(key).as_positive(); }
   int64_t integer(std::string_view key) const { return at(key).as_int(); }
+  int int32(std::string_view key) const { return at(key).as_int32(); }
+  int int32_or(std::string_view key, int fallback) const;
   std::string string(std::string_view key) const { return at(key).as_string(); }
   double nonneg_or(std::string_view key, double fallback) const;
   double positive_or(std::string_view key, double fallback) const;

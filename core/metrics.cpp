@@ -101,6 +101,12 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
   const auto D = static_cast<size_t>(t.num_devices());
   std::vector<std::vector<Interval>> busy(D);
   for (const auto& e : t.events) {
+    if (e.device < 0 || static_cast<size_t>(e.device) >= D) {
+      throw std::invalid_argument(fmt::format("timeline event on device {} of {}", e.device, D));
+    }
+    if (e.action.op == Op::kOptimizerStep && e.action.step < 0) {
+      throw std::invalid_argument(fmt::format("timeline: optimizer step without a step number ({})", describe(e.action)));
+    }
     m.makespan_s = std::max(m.makespan_s, e.end_s);
     if (e.action.op == Op::kOptimizerStep) {
       const auto step = static_cast<size_t>(e.action.step);

@@ -21,7 +21,16 @@ void Plan::validate(const std::string& origin) const {
   auto bad = [&](const std::string& field, const std::string& what) {
     throw InputError(fmt::format("{}: {}: {}", origin, field, what));
   };
-  schedule_info(schedule);
+  try {
+    schedule_info(schedule);
+  } catch (const InputError& e) {
+    bad("schedule", e.what());
+  }
+  if (!(compute_scale > 0)) bad("compute_scale", fmt::format("must be positive ({} given)", compute_scale));
+  if (lambda_frozen < 0 || lambda_frozen > 1) {
+    bad("lambda_frozen", fmt::format("must be in [0, 1] ({} given)", lambda_frozen));
+  }
+  if (!(bucket_cap_bytes > 0) || !(first_bucket_bytes > 0)) bad("ddp", "bucket sizes must be positive");
   if (batch_size < 1) bad("batch_size", fmt::format("must be positive ({} given)", batch_size));
   if (chunks < 1) bad("chunks", fmt::format("must be positive ({} given)", chunks));
   if (dp < 1) bad("dp", fmt::format("must be positive ({} given)", dp));
@@ -115,9 +124,9 @@ Plan plan_from_json(const JsonView& doc) {
     doc.at("schedule").fail(e.what());
   }
   p.partitioner = doc.string_or("partitioner", "manual");
-  p.batch_size = static_cast<int>(doc.integer("batch_size"));
-  p.chunks = static_cast<int>(doc.integer("chunks"));
-  p.dp = static_cast<int>(doc.integer_or("dp", 1));
+  p.batch_size = doc.int32("batch_size");
+  p.chunks = doc.int32("chunks");
+  p.dp = doc.int32_or("dp", 1);
   const std::string ck = doc.string_or("checkpoint", "none");
   if (!parse_checkpoint(ck, p.checkpoint)) {
     doc.at("checkpoint").fail(fmt::format("expected none, except_last or always, got \"{}\"", ck));
@@ -125,21 +134,21 @@ Plan plan_from_json(const JsonView& doc) {
   for (const auto& s : doc.at("stages").items()) {
     s.allow_only({"layers", "device"});
     StagePlan sp;
-    for (const auto& l : s.at("layers").items()) sp.layers.push_back(static_cast<int>(l.as_int()));
-    sp.device = static_cast<int>(s.integer("device"));
+    for (const auto& l : s.at("layers").items()) sp.layers.push_back(l.as_int32());
+    sp.device = s.int32("device");
     p.stages.push_back(std::move(sp));
   }
   if (auto pl = doc.find("placement")) {
-    for (const auto& v : pl->items()) p.placement.push_back(static_cast<int>(v.as_int()));
+    for (const auto& v : pl->items()) p.placement.push_back(v.as_int32());
   }
-  p.iterations = static_cast<int>(doc.integer_or("iterations", 0));
+  p.iterations = doc.int32_or("iterations", 0);
   p.compute_scale = doc.positive_or("compute_scale", 1.0);
   if (auto ddp = doc.find("ddp")) {
     ddp->allow_only({"bucket_cap_bytes", "first_bucket_bytes"});
     p.bucket_cap_bytes = ddp->positive_or("bucket_cap_bytes", p.bucket_cap_bytes);
     p.first_bucket_bytes = ddp->positive_or("first_bucket_bytes", p.first_bucket_bytes);
   }
-  p.frozen_layers = static_cast<int>(doc.integer_or("frozen_layers", 0));
+  p.frozen_layers = doc.int32_or("frozen_layers", 0);
   p.lambda_frozen = doc.nonneg_or("lambda_frozen", p.lambda_frozen);
   p.cache = doc.bool_or("cache", false);
   p.cluster = cluster_from_json(doc.at("cluster"), Catalog());
@@ -182,9 +191,17 @@ CostOptions cost_options(const Plan& p) {
 
 }  // namespace
 
+namespace {
+
+const Plan& validated(const Plan& p) {
+  p.validate("plan");
+  return p;
+}
+
+}  // namespace
+
 PlanContext::PlanContext(const Plan& p, int iterations)
-    : plan(p), cost(p.profile, p.cluster, cost_options(p)) {
-  plan.validate("plan");
+    : plan(validated(p)), cost(p.profile, p.cluster, cost_options(p)) {
   const int S = plan.num_stages();
   std::vector<int> stage_of(static_cast<size_t>(plan.profile.num_layers()), 0);
   for (int s = 0; s < S; ++s) {

@@ -114,12 +114,12 @@ Action action_from_json(const JsonView& j) {
   if ((a.op == Op::kSend || a.op == Op::kRecv) != (a.payload != Payload::kNone)) {
     j.fail("send and recv need a payload (activation or gradient); other ops take none");
   }
-  a.stage = static_cast<int32_t>(j.integer("stage"));
-  a.micro_batch = static_cast<int32_t>(j.integer_or("mb", -1));
-  a.peer_stage = static_cast<int32_t>(j.integer_or("peer_stage", -1));
-  a.bucket = static_cast<int32_t>(j.integer_or("bucket", -1));
-  a.step = static_cast<int32_t>(j.integer("step"));
-  a.version = static_cast<int32_t>(j.integer_or("version", -1));
+  a.stage = j.int32("stage");
+  a.micro_batch = j.int32_or("mb", -1);
+  a.peer_stage = j.int32_or("peer_stage", -1);
+  a.bucket = j.int32_or("bucket", -1);
+  a.step = j.int32("step");
+  a.version = j.int32_or("version", -1);
   return a;
 }
 
@@ -177,21 +177,21 @@ PipelineShape shape_from_json(const JsonView& j) {
   j.allow_only({"num_stages", "stage_device", "devices_per_replica", "replicas", "micro_batches",
                 "iterations", "checkpoint", "edges", "buckets"});
   PipelineShape sh;
-  sh.num_stages = static_cast<int>(j.integer("num_stages"));
+  sh.num_stages = j.int32("num_stages");
   if (auto sd = j.find("stage_device")) {
-    for (const auto& v : sd->items()) sh.stage_device.push_back(static_cast<int>(v.as_int()));
+    for (const auto& v : sd->items()) sh.stage_device.push_back(v.as_int32());
   }
-  sh.devices_per_replica = static_cast<int>(j.integer_or("devices_per_replica", 0));
-  sh.replicas = static_cast<int>(j.integer_or("replicas", 1));
-  sh.micro_batches = static_cast<int>(j.integer("micro_batches"));
-  sh.iterations = static_cast<int>(j.integer_or("iterations", 1));
+  sh.devices_per_replica = j.int32_or("devices_per_replica", 0);
+  sh.replicas = j.int32_or("replicas", 1);
+  sh.micro_batches = j.int32("micro_batches");
+  sh.iterations = j.int32_or("iterations", 1);
   const std::string ck = j.string_or("checkpoint", "none");
   if (!parse_checkpoint(ck, sh.checkpoint)) {
     j.at("checkpoint").fail(fmt::format("expected none, except_last or always, got \"{}\"", ck));
   }
   if (auto edges = j.find("edges")) {
     for (const auto& e : edges->items()) {
-      sh.edges.push_back({static_cast<int>(e.integer("from")), static_cast<int>(e.integer("to")),
+      sh.edges.push_back({e.int32("from"), e.int32("to"),
                           e.nonneg_or("bytes_per_sample", 0)});
     }
   }
@@ -199,8 +199,8 @@ PipelineShape shape_from_json(const JsonView& j) {
     for (const auto& stage : buckets->items()) {
       std::vector<Bucket> list;
       for (const auto& b : stage.items()) {
-        list.push_back({static_cast<int>(b.integer("first_layer")),
-                        static_cast<int>(b.integer("last_layer")), b.nonneg("bytes")});
+        list.push_back({b.int32("first_layer"),
+                        b.int32("last_layer"), b.nonneg("bytes")});
       }
       sh.buckets.push_back(std::move(list));
     }

@@ -1,0 +1,125 @@
+#include "core/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace pipetwin {
+
+double CompareRow::error() const {
+  if (measured == 0) return predicted == 0 ? 0 : INFINITY;
+  return (predicted - measured) / measured;
+}
+
+namespace {
+
+std::vector<double> step_durations(const Metrics& m) {
+  std::vector<double> d;
+  for (size_t i = 0; i < m.step_end_s.size(); ++i) {
+    d.push_back(m.step_end_s[i] - (i == 0 ? 0 : m.step_end_s[i - 1]));
+  }
+  return d;
+}
+
+void headline(Comparison& c, int skip_first) {
+  std::vector<double> errors;
+  for (size_t i = static_cast<size_t>(std::max(0, skip_first)); i < c.iterations.size(); ++i) {
+    const double e = std::fabs(c.iterations[i].error());
+    errors.push_back(e);
+    if (e >= c.worst_abs_iteration_error) {
+      c.worst_abs_iteration_error = e;
+      c.worst_iteration = static_cast<int>(i);
+    }
+  }
+  if (errors.empty()) return;
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  c.median_abs_iteration_error = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+}
+
+}  // namespace
+
+Comparison compare_metrics(const Metrics& p, const Metrics& m, int skip_first) {
+  Comparison c;
+  const auto dp = step_durations(p), dm = step_durations(m);
+  for (size_t i = 0; i < std::min(dp.size(), dm.size()); ++i) {
+    c.iterations.push_back({fmt::format("iteration {}", i), dp[i], dm[i], "s"});
+  }
+  headline(c, skip_first);
+  c.summary.push_back({"iteration time (steady)", p.iteration_time_s, m.iteration_time_s, "s"});
+  c.summary.push_back({"throughput", p.throughput_samples_per_s, m.throughput_samples_per_s, "samples/s"});
+  c.summary.push_back({"bubble fraction", p.bubble_fraction, m.bubble_fraction, "fraction"});
+  for (size_t d = 0; d < std::min(p.devices.size(), m.devices.size()); ++d) {
+    c.summary.push_back({fmt::format("device {} utilization", d), p.devices[d].utilization,
+                         m.devices[d].utilization, "fraction"});
+    c.summary.push_back({fmt::format("device {} peak memory", d), p.devices[d].peak_memory_bytes,
+                         m.devices[d].peak_memory_bytes, "bytes"});
+  }
+  return c;
+}
+
+Comparison compare_timelines(const Timeline& predicted, const Timeline& measured, int num_stages,
+                             bool async, double samples_per_step, int skip_first) {
+  const Metrics p = compute_metrics(predicted, num_stages, async, samples_per_step);
+  const Metrics m = compute_metrics(measured, num_stages, async, samples_per_step);
+  Comparison c = compare_metrics(p, m, skip_first);
+  // Mean duration per (stage, action kind), over the same steps as the headline.
+  using Key = std::pair<int, std::string>;
+  auto means = [&](const Timeline& t) {
+    std::map<Key, std::pair<double, int>> acc;
+    for (const auto& e : t.events) {
+      if (e.action.step < skip_first) continue;
+      auto& [sum, n] = acc[{e.action.stage, op_name(e.action.op)}];
+      sum += e.duration();
+      ++n;
+    }
+    return acc;
+  };
+  const auto mp = means(predicted), mm = means(measured);
+  for (const auto& [key, v] : mp) {
+    auto it = mm.find(key);
+    if (it == mm.end()) continue;
+    c.actions.push_back({fmt::format("stage {} {}", key.first, key.second), v.first / v.second,
+                         it->second.first / it->second.second, "s"});
+  }
+  return c;
+}
+
+namespace {
+
+std::string value(double v, const std::string& unit) {
+  if (unit == "fraction") return fmt::format("{:.1f}%", v * 100);
+  if (unit == "bytes") return fmt::format("{:.1f} MiB", v / (1024.0 * 1024));
+  if (unit == "samples/s") return fmt::format("{:.2f}/s", v);
+  if (std::fabs(v) < 1e-3) return fmt::format("{:.1f} us", v * 1e6);
+  return fmt::format("{:.3f} ms", v * 1e3);
+}
+
+std::string table(const std::vector<CompareRow>& rows) {
+  size_t w = 8;
+  for (const auto& r : rows) w = std::max(w, r.quantity.size());
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", "quantity", w, "predicted", "measured", "error");
+  for (const auto& r : rows) {
+    const double e = r.error();
+    out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", r.quantity, w, value(r.predicted, r.unit),
+                       value(r.measured, r.unit),
+                       std::isfinite(e) ? fmt::format("{:+.1f}%", e * 100) : std::string("n/a"));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_comparison(const Comparison& c) {
+  std::string out = table(c.summary);
+  if (!c.actions.empty()) out += "\n" + table(c.actions);
+  if (!c.iterations.empty()) out += "\n" + table(c.iterations);
+  out += fmt::format("\niteration-time error: median {:.1f}%, worst {:.1f}% (iteration {})\n",
+                     c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
+                     c.worst_iteration);
+  return out;
+}
+
+}  // namespace pipetwin

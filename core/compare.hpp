@@ -1,0 +1,44 @@
+// Prediction next to measurement: where a simulated run and a real one differ.
+//
+// Compares two timelines (or two metrics files) of the same plan: the time of every iteration
+// (between consecutive optimizer-step ends), the steady-state iteration time, throughput, bubble
+// fraction, per-device utilization and peak memory, and, from timelines, the mean duration of
+// each action kind on each stage. Relative errors are (predicted - measured) / measured; the
+// headline is the median and the worst |error| over the iterations.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/metrics.hpp"
+#include "core/timeline.hpp"
+
+namespace pipetwin {
+
+struct CompareRow {
+  std::string quantity;
+  double predicted = 0;
+  double measured = 0;
+  double error() const;  // relative; 0 when both are 0
+  std::string unit;      // "s", "bytes", "fraction", "samples/s"
+};
+
+struct Comparison {
+  std::vector<CompareRow> iterations;  // one per step
+  std::vector<CompareRow> summary;     // iteration time, throughput, bubble, devices
+  std::vector<CompareRow> actions;     // mean duration per (stage, action kind); timelines only
+  double median_abs_iteration_error = 0;
+  double worst_abs_iteration_error = 0;
+  int worst_iteration = -1;
+};
+
+// `skip_first` leaves the first iterations out of the headline (warm-up of a real run).
+Comparison compare_timelines(const Timeline& predicted, const Timeline& measured, int num_stages,
+                             bool async, double samples_per_step, int skip_first = 1);
+Comparison compare_metrics(const Metrics& predicted, const Metrics& measured, int skip_first = 1);
+
+std::string render_comparison(const Comparison& c);
+
+}  // namespace pipetwin
