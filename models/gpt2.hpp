@@ -1,0 +1,46 @@
+// GPT-2 (Radford et al., "Language Models are Unsupervised Multitask Learners", 2019), the
+// decoder-only language model FTPipe fine-tunes (GPT2-1.5B, Section 5).
+//
+//   gpt2:tiny    L2,  d128,  h2,  vocab 1024, ctx 64, seq 64, dropout 0  (tests; default preset)
+//   gpt2:small   L12, d768,  h12  124M      gpt2:large  L36, d1280, h20  774M
+//   gpt2:medium  L24, d1024, h16  355M      gpt2:xl     L48, d1600, h25  1558M
+// Paper sizes: vocab 50257, ctx 1024 positions, seq 1024, dropout 0.1, MLP 4d. Options:
+// layers=, dim=, heads=, vocab=, ctx=, seq= (<= ctx), dropout=.
+//
+// Input: int64 token ids [b, seq]; output: logits [b, seq, vocab]; target: the input shifted by
+// one (LayeredModel::synthetic_target cuts both from one sequence of seq + 1 tokens). Layers,
+// pre-LN with causal self-attention:
+//   "embed"          token (wte) + position (wpe) embeddings, dropout             "embedding"
+//   "block{i}.attn"  x + Dropout(CausalAttn(LN(x)))                                "attention"
+//   "block{i}.mlp"   x + Dropout(MLP(LN(x))), GELU tanh approximation              "mlp"
+//   "head"           final LN, LM head Linear(d -> vocab) without bias             "head"
+// Weights N(0, 0.02), the residual projections N(0, 0.02 / sqrt(2L)), biases 0, LN eps 1e-5.
+//
+// Weight tying. The published model ties the LM head to wte; across pipeline stages that would
+// need the embedding and the head on one device (or a gradient exchange), so pipetwin's head is
+// untied and the built model has vocab * d more parameters than published (38.6M more for
+// gpt2:small). parameter_count() counts the model as built; tied_parameter_count() counts the
+// published, tied model.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "core/model_spec.hpp"
+#include "models/layered_model.hpp"
+
+namespace pipetwin::models {
+
+struct Gpt2Config {
+  int64_t layers = 2, dim = 128, heads = 2;
+  int64_t vocab = 1024, ctx = 64, seq = 64;
+  double dropout = 0;
+};
+
+Gpt2Config gpt2_config(const ModelSpec& spec);
+int64_t parameter_count(const Gpt2Config& c);       // untied head, as built
+int64_t tied_parameter_count(const Gpt2Config& c);  // the published count
+LayeredModel build_gpt2(const Gpt2Config& c, torch::Dtype dtype, uint64_t seed);
+
+}  // namespace pipetwin::models

@@ -1,0 +1,235 @@
+// LayeredModel's methods and the zoo (zoo.hpp): name -> family -> config -> model.
+#include "models/layered_model.hpp"
+
+#include <cctype>
+#include <functional>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "models/bert.hpp"
+#include "models/gpt2.hpp"
+#include "models/layers.hpp"
+#include "models/mlp.hpp"
+#include "models/resnet.hpp"
+#include "models/synthetic.hpp"
+#include "models/vit.hpp"
+#include "models/zoo.hpp"
+
+namespace pipetwin::models {
+
+namespace {
+
+constexpr const char* kOrigin = "model";
+
+at::Generator generator_for(uint64_t seed, uint64_t stream) {
+  return at::make_generator<at::CPUGeneratorImpl>(mix64(seed ^ mix64(stream)));
+}
+
+std::vector<int64_t> batch_shape(int64_t batch, const std::vector<int64_t>& sample_shape) {
+  std::vector<int64_t> shape = {batch};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  return shape;
+}
+
+// The seq + 1 tokens a language-model batch's input and target are cut from.
+torch::Tensor lm_sequence(const SampleSpec& s, int64_t batch, uint64_t seed) {
+  auto gen = generator_for(seed, 0);
+  return at::randint(s.vocab, {batch, s.input_shape.at(0) + 1}, gen, at::kLong);
+}
+
+// ---- the zoo's families ---------------------------------------------------------------------
+
+struct Family {
+  std::function<int64_t(const ModelSpec&)> count;
+  std::function<LayeredModel(const ModelSpec&, torch::Dtype, uint64_t)> build;
+};
+
+template <class Config>
+Family family(Config (*parse)(const ModelSpec&), int64_t (*count)(const Config&),
+              LayeredModel (*build)(const Config&, torch::Dtype, uint64_t)) {
+  return {
+      [=](const ModelSpec& s) { return count(parse(s)); },
+      [=](const ModelSpec& s, torch::Dtype d, uint64_t seed) { return build(parse(s), d, seed); }};
+}
+
+bool is_resnet_alias(const std::string& family) {
+  if (family.size() <= 6 || family.compare(0, 6, "resnet") != 0) return false;
+  for (size_t i = 6; i < family.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(family[i]))) return false;
+  }
+  return true;
+}
+
+Family find_family(const ModelSpec& spec) {
+  const std::string& f = spec.family;
+  if (f == "mlp") return family(&mlp_config, &parameter_count, &build_mlp);
+  if (f == "resnet" || is_resnet_alias(f)) {
+    return family(&resnet_config, &parameter_count, &build_resnet);
+  }
+  if (f == "vit") return family(&vit_config, &parameter_count, &build_vit);
+  if (f == "bert") return family(&bert_config, &parameter_count, &build_bert);
+  if (f == "gpt2") return family(&gpt2_config, &parameter_count, &build_gpt2);
+  if (f == "uniform") {
+    return {[](const ModelSpec& s) { return parameter_count(synthetic_config(s)); },
+            [](const ModelSpec& s, torch::Dtype d, uint64_t seed) {
+              return build_synthetic(synthetic_config(s), d, seed);
+            }};
+  }
+  throw InputError(fmt::format(
+      "{}: unknown model family \"{}\" (known: mlp, resnet, resnet20, ..., vit, bert, gpt2, "
+      "uniform)",
+      spec.origin, f));
+}
+
+}  // namespace
+
+// ---- Layer, Task ----------------------------------------------------------------------------
+
+int64_t Layer::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+std::string to_string(Task task) {
+  switch (task) {
+    case Task::kClassification:
+      return "classification";
+    case Task::kLanguageModel:
+      return "language-model";
+    case Task::kRegression:
+      return "regression";
+  }
+  return "unknown";
+}
+
+// ---- LayeredModel ---------------------------------------------------------------------------
+
+torch::Tensor LayeredModel::forward(const torch::Tensor& input) {
+  return forward_range(input, 0, layers.size());
+}
+
+torch::Tensor LayeredModel::forward_range(torch::Tensor x, size_t begin, size_t end) {
+  TORCH_CHECK(begin <= end && end <= layers.size(), name, ": layer range [", begin, ", ", end,
+              ") outside the model's ", layers.size(), " layers");
+  for (size_t i = begin; i < end; ++i) x = layers[i].module.forward(x);
+  return x;
+}
+
+torch::Tensor LayeredModel::synthetic_input(int64_t batch, uint64_t seed) const {
+  if (task == Task::kLanguageModel) return lm_sequence(sample, batch, seed).slice(1, 0, -1);
+  auto gen = generator_for(seed, 0);
+  const auto shape = batch_shape(batch, sample.input_shape);
+  if (sample.token_input) return at::randint(sample.vocab, shape, gen, at::kLong);
+  return at::empty(shape, at::TensorOptions().dtype(dtype)).normal_(0.0, 1.0, gen);
+}
+
+torch::Tensor LayeredModel::synthetic_target(int64_t batch, uint64_t seed) const {
+  if (task == Task::kLanguageModel) return lm_sequence(sample, batch, seed).slice(1, 1);
+  auto gen = generator_for(seed, 1);
+  if (task == Task::kClassification) return at::randint(sample.classes, {batch}, gen, at::kLong);
+  const auto shape = batch_shape(batch, sample.target_shape);
+  return at::empty(shape, at::TensorOptions().dtype(dtype)).normal_(0.0, 1.0, gen);
+}
+
+torch::Tensor LayeredModel::per_sample_loss(const torch::Tensor& output,
+                                            const torch::Tensor& target) const {
+  if (task == Task::kRegression) {
+    return (output - target).pow(2).flatten(1).mean(1);
+  }
+  // Cross entropy: -log softmax(output)[target], over the last dimension.
+  const auto nll =
+      -at::log_softmax(output, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1);  // [b] / [b, s]
+  return task == Task::kLanguageModel ? nll.mean(1) : nll;
+}
+
+std::vector<torch::Tensor> LayeredModel::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& l : layers) {
+    for (auto& p : l.parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+int64_t LayeredModel::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.num_parameters();
+  return n;
+}
+
+size_t LayeredModel::index_of(const std::string& layer_name) const {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name == layer_name) return i;
+  }
+  throw InputError(fmt::format("{}: no layer named \"{}\"", name, layer_name));
+}
+
+void LayeredModel::train(bool on) {
+  for (auto& l : layers) l.impl().train(on);
+}
+
+void LayeredModel::to(torch::Device device) {
+  for (auto& l : layers) l.impl().to(device);
+}
+
+LayeredModel LayeredModel::clone() const {
+  LayeredModel copy = build_model(name, dtype, seed);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto src_params = layers[i].impl().parameters();
+    const auto src_buffers = layers[i].impl().buffers();
+    if (!src_params.empty()) copy.layers[i].impl().to(src_params.front().device());
+    auto dst_params = copy.layers[i].impl().parameters();
+    auto dst_buffers = copy.layers[i].impl().buffers();
+    for (size_t j = 0; j < src_params.size(); ++j) dst_params[j].copy_(src_params[j]);
+    for (size_t j = 0; j < src_buffers.size(); ++j) dst_buffers[j].copy_(src_buffers[j]);
+    copy.layers[i].impl().train(layers[i].impl().is_training());
+  }
+  return copy;
+}
+
+std::string LayeredModel::describe() const {
+  std::string out;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    out += fmt::format("{:>4}  {:<16} {:<10} {:>14}\n", i, layers[i].name, layers[i].kind,
+                       layers[i].num_parameters());
+  }
+  out += fmt::format("      {:<16} {:<10} {:>14}\n", "total", "", num_parameters());
+  return out;
+}
+
+// ---- zoo ------------------------------------------------------------------------------------
+
+std::string canonical_model_name(const std::string& name) {
+  return ModelSpec::parse(name, kOrigin).to_string();
+}
+
+int64_t parameter_count(const std::string& name) {
+  const auto spec = ModelSpec::parse(name, kOrigin);
+  return find_family(spec).count(spec);
+}
+
+LayeredModel build_model(const std::string& name, torch::Dtype dtype, uint64_t seed) {
+  if (dtype != torch::kFloat32 && dtype != torch::kFloat64) {
+    throw InputError(fmt::format("{} \"{}\": dtype {} is not supported (float32 or float64)",
+                                 kOrigin, name, c10::toString(dtype)));
+  }
+  const auto spec = ModelSpec::parse(name, kOrigin);
+  LayeredModel m = find_family(spec).build(spec, dtype, seed);
+  m.name = spec.to_string();
+  m.dtype = dtype;
+  m.seed = seed;
+  m.train(true);
+  return m;
+}
+
+std::vector<std::string> model_presets() {
+  return {"mlp",        "resnet20",    "resnet32",    "resnet44",  "resnet56",        "resnet110",
+          "vit:test",   "vit:tiny",    "vit:small",   "vit:base",  "vit:large",       "bert:tiny",
+          "bert:mini",  "bert:small",  "bert:medium", "bert:base", "bert:large",      "gpt2:tiny",
+          "gpt2:small", "gpt2:medium", "gpt2:large",  "gpt2:xl",   "uniform:layers=4"};
+}
+
+}  // namespace pipetwin::models

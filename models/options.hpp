@@ -1,0 +1,78 @@
+// Reading a model family's options from its ModelSpec (core/model_spec.hpp): the preset word and
+// the typed `key=value` options, each validated with an InputError that names the model, the
+// option and the bad value ("vit: unknown preset \"huge\" (known: test, tiny, small, base,
+// large)").
+//
+// Every family in models/ follows the same rules: at most one preset word (a fallback preset
+// applies when there is none), options override the preset's fields, unknown options are
+// rejected by ModelSpec::allow_only.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/model_spec.hpp"
+
+namespace pipetwin::models {
+
+template <class Config>
+struct Preset {
+  std::string name;
+  Config config;
+};
+
+// The config of the preset named in `spec`, or of `fallback` when the spec names none.
+template <class Config>
+Config choose_preset(const ModelSpec& spec, const std::vector<Preset<Config>>& presets,
+                     const std::string& fallback) {
+  if (spec.presets.size() > 1) {
+    throw InputError(fmt::format("{}: {}: more than one preset (\"{}\" and \"{}\")", spec.origin,
+                                 spec.family, spec.presets[0], spec.presets[1]));
+  }
+  const std::string wanted = spec.presets.empty() ? fallback : spec.presets.front();
+  std::string known;
+  for (const auto& p : presets) {
+    if (p.name == wanted) return p.config;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw InputError(fmt::format("{}: {}: unknown preset \"{}\" (known: {})", spec.origin,
+                               spec.family, wanted, known));
+}
+
+// An integer option that must be at least `minimum` (1 unless said otherwise).
+inline int64_t int_option(const ModelSpec& spec, const std::string& key, int64_t fallback,
+                          int64_t minimum = 1) {
+  const long v = spec.integer(key, static_cast<long>(fallback));
+  if (v < minimum) {
+    throw InputError(fmt::format("{}: {}: option {} must be at least {} ({} given)", spec.origin,
+                                 spec.family, key, minimum, v));
+  }
+  return v;
+}
+
+// The dropout probability option `dropout=`, in [0, 1).
+inline double dropout_option(const ModelSpec& spec, double fallback) {
+  const double p = spec.number("dropout", fallback);
+  if (!(p >= 0 && p < 1)) {
+    throw InputError(fmt::format("{}: {}: option dropout must be in [0, 1) ({} given)", spec.origin,
+                                 spec.family, p));
+  }
+  return p;
+}
+
+// Throws unless `divisor` divides `value` ("vit: dim 100 is not a multiple of heads 3").
+inline void require_multiple(const ModelSpec& spec, const std::string& what, int64_t value,
+                             const std::string& by, int64_t divisor) {
+  if (value % divisor != 0) {
+    throw InputError(fmt::format("{}: {}: {} {} is not a multiple of {} {}", spec.origin,
+                                 spec.family, what, value, by, divisor));
+  }
+}
+
+}  // namespace pipetwin::models

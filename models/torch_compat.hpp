@@ -1,0 +1,36 @@
+// The one place where pipetwin's models/ adapts to the LibTorch version it is built against.
+//
+// Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else in
+// models/ uses the stable C++ API that both provide. The one difference is attention: LibTorch
+// 2.x has a fused scaled_dot_product_attention (flash / memory-efficient kernels on GPU) that
+// 1.13 lacks. kHasFusedAttention says whether fused_attention() may be called; models/layers.cpp
+// otherwise computes the textbook softmax(Q K^T / sqrt(d)) V, and always does so while attention
+// dropout is active (the fused kernel would draw its mask from the global generator, which
+// layers.hpp "Dropout" forbids).
+//
+// Thread-safety: constants and a pure function.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+namespace pipetwin::models {
+
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+inline constexpr bool kHasFusedAttention = true;
+#else
+inline constexpr bool kHasFusedAttention = false;
+#endif
+
+// softmax(q k^T / sqrt(head_dim)) v without dropout; q, k, v are [batch, heads, seq, head_dim].
+inline at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  bool causal) {
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal);
+#else
+  (void)q, (void)k, (void)v, (void)causal;
+  TORCH_CHECK(false, "fused attention needs LibTorch 2.x (built against ", TORCH_VERSION, ")");
+#endif
+}
+
+}  // namespace pipetwin::models

@@ -1,0 +1,251 @@
+// models/: the zoo — determinism, shapes of every preset, layer-by-layer equivalence, micro-batch
+// equivalence of gradients, parameter counts (closed form vs built, and vs the papers), errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include "core/error.hpp"
+#include "models/gpt2.hpp"
+#include "models/zoo.hpp"
+
+namespace pipetwin::models {
+namespace {
+
+// The presets at a size a unit test can afford: paper-size presets keep their width but get one
+// block, short sequences and (GPT-2) a small vocabulary.
+std::string test_size(const std::string& preset) {
+  for (const char* p : {"vit:base", "vit:large"}) {
+    if (preset == p) return preset + ",depth=1,image=32";
+  }
+  for (const char* p : {"bert:base", "bert:large"}) {
+    if (preset == p) return preset + ",layers=1,seq=16";
+  }
+  for (const char* p : {"gpt2:small", "gpt2:medium", "gpt2:large", "gpt2:xl"}) {
+    if (preset == p) return preset + ",layers=1,seq=16,vocab=1000";
+  }
+  return preset;
+}
+
+void expect_output_shape(const LayeredModel& m, const torch::Tensor& out, int64_t batch) {
+  switch (m.task) {
+    case Task::kClassification:
+      EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{batch, m.sample.classes})) << m.name;
+      break;
+    case Task::kLanguageModel:
+      EXPECT_EQ(out.sizes().vec(),
+                (std::vector<int64_t>{batch, m.sample.input_shape.at(0), m.sample.vocab}))
+          << m.name;
+      break;
+    case Task::kRegression:
+      EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{batch, m.sample.target_shape.at(0)}))
+          << m.name;
+      break;
+  }
+}
+
+bool same_parameters(const LayeredModel& a, const LayeredModel& b) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  if (pa.size() != pb.size()) return false;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (!pa[i].equal(pb[i])) return false;
+  }
+  return true;
+}
+
+TEST(ModelsZoo, BuildIsDeterministicInTheSeed) {
+  for (const char* name : {"mlp", "resnet20", "vit:test", "bert:tiny,seq=8", "gpt2:tiny",
+                           "uniform:layers=3,param_kb=1"}) {
+    for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+      const auto a = build_model(name, dtype, 7);
+      const auto b = build_model(name, dtype, 7);
+      const auto c = build_model(name, dtype, 8);
+      EXPECT_TRUE(same_parameters(a, b)) << name;
+      EXPECT_FALSE(same_parameters(a, c)) << name;
+      EXPECT_EQ(a.parameters().front().scalar_type(), dtype) << name;
+    }
+  }
+}
+
+TEST(ModelsZoo, NamesAreCanonical) {
+  const auto m = build_model("vit:tiny,patch=2,image=8,channels=1");
+  EXPECT_EQ(m.name, "vit:tiny,channels=1,image=8,patch=2");
+  EXPECT_EQ(canonical_model_name("resnet20"), "resnet20");
+  EXPECT_EQ(m.layers.front().name, "embed");
+  EXPECT_EQ(m.layers[1].name, "block0.attn");
+  EXPECT_EQ(m.layers[2].name, "block0.mlp");
+  EXPECT_EQ(m.layers.back().name, "head");
+  EXPECT_EQ(m.layers.size(), 2u + 2u * 12u);
+  EXPECT_EQ(m.index_of("block3.mlp"), 8u);
+}
+
+TEST(ModelsZoo, ResNet20HasTheElevenLayersOfTheEpflSplit) {
+  const auto m = build_model("resnet20");
+  ASSERT_EQ(m.layers.size(), 11u);
+  EXPECT_EQ(m.layers.front().name, "stem");
+  EXPECT_EQ(m.layers[9].name, "block8");
+  EXPECT_EQ(m.layers.back().name, "head");
+}
+
+TEST(ModelsZoo, Gpt2AttentionIsCausal) {
+  torch::NoGradGuard no_grad;
+  auto m = build_model("gpt2:tiny,seq=8", torch::kFloat64);
+  const auto x = m.synthetic_input(2, 0);
+  auto changed = x.clone();
+  changed.select(1, 7).fill_(0);  // only the last token differs
+  const auto a = m.forward(x), b = m.forward(changed);
+  EXPECT_TRUE(a.slice(1, 0, 7).equal(b.slice(1, 0, 7)));
+  EXPECT_FALSE(a.select(1, 7).equal(b.select(1, 7)));
+}
+
+TEST(ModelsZoo, EveryPresetRunsAtTestSize) {
+  torch::NoGradGuard no_grad;
+  for (const auto& preset : model_presets()) {
+    auto m = build_model(test_size(preset), torch::kFloat32, 1);
+    const auto out = m.forward(m.synthetic_input(2, 3));
+    expect_output_shape(m, out, 2);
+    EXPECT_TRUE(out.isfinite().all().item<bool>()) << preset;
+    const auto loss = m.per_sample_loss(out, m.synthetic_target(2, 3));
+    EXPECT_EQ(loss.sizes().vec(), (std::vector<int64_t>{2})) << preset;
+  }
+}
+
+// Small configurations of every family, run in the tests below.
+const std::vector<std::string>& small_models() {
+  static const std::vector<std::string> names = {
+      "mlp:layers=2,width=16",
+      "resnet20:norm=group,image=8",
+      "vit:test,image=8,patch=2",
+      "vit:test,image=8,patch=2,channels=1,dropout=0.1",
+      "bert:tiny,layers=1,seq=8,vocab=50,hidden=32,heads=2",
+      "gpt2:tiny,layers=2,dim=32,vocab=40,seq=6,ctx=8",
+      "uniform:layers=3,act_kb=0.125,param_kb=0.0625,fwd_ms=0,bwd_ms=0"};
+  return names;
+}
+
+TEST(ModelsZoo, LayersInSequenceEqualTheWholeModel) {
+  torch::NoGradGuard no_grad;
+  for (const auto& name : small_models()) {
+    auto m = build_model(name, torch::kFloat64, 5);
+    m.train(false);
+    const auto x = m.synthetic_input(3, 11);
+    const auto whole = m.forward(x);
+    auto y = x;
+    for (auto& layer : m.layers) y = layer.module.forward(y);
+    EXPECT_TRUE(y.equal(whole)) << name;
+    // Two stages cut in the middle.
+    const size_t cut = m.layers.size() / 2;
+    const auto staged = m.forward_range(m.forward_range(x, 0, cut), cut, m.layers.size());
+    EXPECT_TRUE(staged.equal(whole)) << name;
+  }
+}
+
+// Sum of per-sample losses over micro-batches / batch size gives the single-batch gradients.
+TEST(ModelsZoo, MicroBatchGradientsEqualMiniBatchGradients) {
+  for (const auto& name : small_models()) {
+    if (name.find("dropout") != std::string::npos) continue;
+    auto m = build_model(name, torch::kFloat64, 5);
+    const int64_t batch = 4;
+    const auto x = m.synthetic_input(batch, 1), t = m.synthetic_target(batch, 1);
+    const auto params = m.parameters();
+    const auto whole = torch::autograd::grad({m.per_sample_loss(m.forward(x), t).mean()}, params);
+    std::vector<torch::Tensor> summed;
+    for (int64_t mb = 0; mb < batch; mb += 2) {
+      const auto xs = x.slice(0, mb, mb + 2), ts = t.slice(0, mb, mb + 2);
+      const auto loss = m.per_sample_loss(m.forward(xs), ts).sum() / batch;
+      const auto g = torch::autograd::grad({loss}, params);
+      if (summed.empty())
+        summed = g;
+      else
+        for (size_t i = 0; i < g.size(); ++i) summed[i] = summed[i] + g[i];
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::allclose(summed[i], whole[i], 1e-10, 1e-12)) << name << " parameter " << i;
+    }
+  }
+}
+
+TEST(ModelsZoo, BackwardReachesEveryParameter) {
+  for (const auto& name : small_models()) {
+    auto m = build_model(name, torch::kFloat64, 2);
+    const auto loss =
+        m.per_sample_loss(m.forward(m.synthetic_input(3, 4)), m.synthetic_target(3, 4));
+    loss.mean().backward();
+    for (const auto& layer : m.layers) {
+      for (const auto& item : layer.impl().named_parameters()) {
+        const auto where = name + " " + layer.name + "." + item.key();
+        ASSERT_TRUE(item.value().grad().defined()) << where;
+        EXPECT_GT(item.value().grad().abs().sum().item<double>(), 0) << where;
+      }
+    }
+  }
+}
+
+TEST(ModelsZoo, CloneIsADeepCopy) {
+  auto m = build_model("mlp:layers=1,width=8", torch::kFloat32, 3);
+  auto c = m.clone();
+  EXPECT_TRUE(same_parameters(m, c));
+  {
+    torch::NoGradGuard no_grad;
+    c.parameters().front().add_(1.0);
+  }
+  EXPECT_FALSE(same_parameters(m, c));
+}
+
+TEST(ModelsZoo, ClosedFormCountsMatchBuiltModels) {
+  for (const auto& name : small_models()) {
+    EXPECT_EQ(parameter_count(name), build_model(name).num_parameters()) << name;
+  }
+  for (const char* name : {"mlp", "resnet20", "resnet:depth=32", "vit:test", "vit:tiny",
+                           "bert:tiny", "gpt2:tiny", "uniform:layers=2,param_kb=3/5"}) {
+    EXPECT_EQ(parameter_count(name), build_model(name).num_parameters()) << name;
+  }
+  const auto m = build_model("bert:tiny");
+  EXPECT_THAT(m.describe(), ::testing::HasSubstr("block1.mlp"));
+  EXPECT_THAT(m.describe(), ::testing::HasSubstr(std::to_string(m.num_parameters())));
+}
+
+void expect_within_one_percent(const std::string& what, double count, double published) {
+  EXPECT_NEAR(count / published, 1.0, 0.01) << what << ": " << count << " vs " << published;
+}
+
+TEST(ModelsZoo, PaperSizeCountsMatchThePublishedOnes) {
+  expect_within_one_percent("BERT-base", parameter_count("bert:base"), 109.48e6);
+  expect_within_one_percent("BERT-large", parameter_count("bert:large"), 335e6);
+  expect_within_one_percent("ViT-B/16", parameter_count("vit:base"), 86.6e6);
+  expect_within_one_percent("ViT-L/16", parameter_count("vit:large"), 304e6);
+  expect_within_one_percent("ResNet-20", parameter_count("resnet20"), 0.27e6);
+  const std::vector<std::pair<std::string, double>> gpt2 = {
+      {"small", 124e6}, {"medium", 355e6}, {"large", 774e6}, {"xl", 1558e6}};
+  for (const auto& [preset, published] : gpt2) {
+    const auto c = gpt2_config(ModelSpec::parse("gpt2:" + preset, "test"));
+    expect_within_one_percent("GPT-2 " + preset, tied_parameter_count(c), published);
+    EXPECT_EQ(parameter_count(c) - tied_parameter_count(c), c.vocab * c.dim);
+    EXPECT_EQ(parameter_count("gpt2:" + preset), parameter_count(c));
+  }
+}
+
+TEST(ModelsZoo, BadNamesAreInputErrors) {
+  try {
+    build_model("vit:huge");
+    FAIL() << "no exception";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(),
+                ::testing::HasSubstr(
+                    "vit: unknown preset \"huge\" (known: test, tiny, small, base, large)"));
+  }
+  EXPECT_THROW(build_model("alexnet"), InputError);
+  EXPECT_THROW(build_model("vit:tiny,colour=3"), InputError);
+  EXPECT_THROW(build_model("vit:tiny,dim=100"), InputError);   // not a multiple of 3 heads
+  EXPECT_THROW(build_model("vit:tiny,image=30"), InputError);  // not a multiple of patch 4
+  EXPECT_THROW(build_model("bert:tiny,seq=600"), InputError);
+  EXPECT_THROW(build_model("gpt2:tiny,dropout=1"), InputError);
+  EXPECT_THROW(build_model("resnet:depth=21"), InputError);
+  EXPECT_THROW(build_model("resnet20,norm=layer"), InputError);
+  EXPECT_THROW(build_model("mlp:layers=-1"), InputError);
+  EXPECT_THROW(build_model("uniform:layers=0"), InputError);
+  EXPECT_THROW(build_model("mlp", torch::kHalf), InputError);
+}
+
+}  // namespace
+}  // namespace pipetwin::models
