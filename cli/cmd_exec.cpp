@@ -1,0 +1,169 @@
+// The executor's verbs: `pipetwin run` (a plan, for real) and `pipetwin profile` (a model).
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/table.hpp"
+#include "core/error.hpp"
+#include "exec/distributed.hpp"
+#include "exec/executor.hpp"
+#include "exec/launcher.hpp"
+#include "exec/profiler.hpp"
+
+namespace pipetwin::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd";
+  int iterations = 0, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
+  uint64_t seed = 1;
+  double lr = 0.01, momentum = 0;
+  bool float64 = false, no_pin = false, quiet = false;
+};
+
+std::vector<std::string> args_without_nproc(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+int g_argc = 0;
+char** g_argv = nullptr;
+
+void run_run(const RunArgs& a) {
+  if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
+    const int status = exec::launch_local(a.nproc, args_without_nproc(g_argc, g_argv), a.master_port,
+                                          std::chrono::seconds(a.timeout_s + 10));
+    if (status != 0) throw InputError(fmt::format("run: the {}-process job failed (exit status {})", a.nproc, status));
+    return;
+  }
+  const Plan plan = load_plan(a.plan);
+  exec::ExecOptions o;
+  o.iterations = a.iterations;
+  o.seed = a.seed;
+  o.optimizer.kind = a.optimizer;
+  o.optimizer.lr = a.lr;
+  o.optimizer.momentum = a.momentum;
+  o.float64 = a.float64;
+  o.threads_per_stage = a.threads;
+  o.pin_threads = !a.no_pin;
+  o.timeout = std::chrono::seconds(a.timeout_s);
+  o.data = a.data;
+  if (a.data != "synthetic" && a.data != "digits" && a.data != "digits-tokens") {
+    throw InputError(fmt::format("--data: expected synthetic, digits or digits-tokens, got \"{}\"", a.data));
+  }
+  const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
+  std::unique_ptr<exec::Distributed> dist;
+  if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.timeout);
+  const exec::ExecResult r = exec::execute_plan(plan, o, dist.get());
+  if (env.rank != 0) return;
+  if (!a.timeline.empty()) save_timeline(r.timeline, a.timeline);
+  if (!a.metrics.empty()) save_metrics(r.metrics, a.metrics);
+  if (a.quiet) return;
+  const PlanContext ctx(plan, a.iterations);
+  std::fputs(metrics_summary(ctx, r.metrics).c_str(), stdout);
+  std::string losses;
+  for (double l : r.step_loss) losses += fmt::format(" {:.4f}", l);
+  if (!r.step_loss.empty() && env.world_size == 1) std::printf("\nloss per step:%s\n", losses.c_str());
+}
+
+struct ProfileArgs {
+  std::string model, output, device = "cpu-core", micro = "1,2,4,8", optimizer = "sgd";
+  int warmup = 2, repeats = 7, threads = 1;
+  double momentum = 0;
+  bool float64 = false, quiet = false;
+};
+
+void run_profile(const ProfileArgs& a) {
+  exec::ProfileOptions o;
+  o.micro_batches.clear();
+  std::stringstream ss(a.micro);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      o.micro_batches.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format("--micro-batch: expected comma-separated integers, got \"{}\"", a.micro));
+    }
+  }
+  o.warmup = a.warmup;
+  o.repeats = a.repeats;
+  if (o.repeats < 1) throw InputError(fmt::format("--repeats must be positive ({} given)", o.repeats));
+  o.threads = a.threads;
+  o.float64 = a.float64;
+  o.device = a.device;
+  o.optimizer.kind = a.optimizer;
+  o.optimizer.momentum = a.momentum;
+  const Profile p = exec::profile_model(a.model, o);
+  save_profile(p, a.output);
+  if (a.quiet) return;
+  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "params", "saved/sample"});
+  for (const auto& l : p.layers) {
+    t.add({l.name, l.kind, fmt_seconds(l.timings.back().forward_s), fmt_seconds(l.timings.back().backward_s),
+           fmt_bytes(l.param_bytes), fmt_bytes(l.saved_bytes_per_sample)});
+  }
+  std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(), p.layers.size(),
+              t.render().c_str());
+  std::printf("wrote %s\n", a.output.c_str());
+}
+
+}  // namespace
+
+void add_exec_commands(CLI::App& app) {
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a plan for real with LibTorch and measure it");
+  cmd->add_option("--plan", run->plan, "plan JSON")->required();
+  cmd->add_option("--iterations", run->iterations, "mini-batches (default: the plan's)");
+  cmd->add_option("--timeline", run->timeline, "write the measured Chrome-trace timeline here");
+  cmd->add_option("--metrics", run->metrics, "write the measured metrics JSON here");
+  cmd->add_option("--data", run->data, "synthetic, digits or digits-tokens")->capture_default_str();
+  cmd->add_option("--seed", run->seed, "weights and data seed")->capture_default_str();
+  cmd->add_option("--optimizer", run->optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--lr", run->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--momentum", run->momentum, "SGD momentum")->capture_default_str();
+  cmd->add_flag("--float64", run->float64, "train in float64");
+  cmd->add_option("--threads-per-stage", run->threads, "intra-op threads per stage")->capture_default_str();
+  cmd->add_flag("--no-pin", run->no_pin, "do not pin stage threads to cores");
+  cmd->add_option("--nproc", run->nproc, "processes to start on this machine (c10d Gloo on 127.0.0.1)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", run->master_port, "rendezvous port for --nproc (default: a free one)");
+  cmd->add_option("--timeout", run->timeout_s, "seconds to wait for a peer before failing")->capture_default_str();
+  cmd->add_flag("-q,--quiet", run->quiet, "print nothing");
+  cmd->callback([run] { run_run(*run); });
+
+  auto prof = std::make_shared<ProfileArgs>();
+  CLI::App* p = app.add_subcommand("profile", "Measure a model's per-layer profile on this machine");
+  p->add_option("--model", prof->model, "zoo name, e.g. vit:tiny, bert:tiny, mlp")->required();
+  p->add_option("--device", prof->device, "catalog device name to record")->capture_default_str();
+  p->add_option("--micro-batch", prof->micro, "micro-batch sizes, comma-separated")->capture_default_str();
+  p->add_option("--warmup", prof->warmup, "warm-up runs per measurement")->capture_default_str();
+  p->add_option("--repeats", prof->repeats, "timed runs per measurement (median)")->capture_default_str();
+  p->add_option("--threads", prof->threads, "intra-op threads")->capture_default_str();
+  p->add_option("--optimizer", prof->optimizer, "sgd or adam (optimizer state and step time)")
+      ->capture_default_str();
+  p->add_option("--momentum", prof->momentum, "SGD momentum")->capture_default_str();
+  p->add_flag("--float64", prof->float64, "profile in float64");
+  p->add_flag("-q,--quiet", prof->quiet, "print nothing");
+  p->add_option("-o,--output", prof->output, "profile JSON to write")->required();
+  p->callback([prof] { run_profile(*prof); });
+}
+
+void set_command_line(int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
+}
+
+}  // namespace pipetwin::cli

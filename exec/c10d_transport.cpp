@@ -1,0 +1,99 @@
+#include "exec/c10d_transport.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+namespace pipetwin::exec {
+
+int c10d_tag(int64_t tag) {
+  if (tag < 0 || tag > std::numeric_limits<int>::max()) {
+    throw std::runtime_error(fmt::format("message tag {} does not fit c10d's 32-bit tags", tag));
+  }
+  return static_cast<int>(tag);
+}
+
+C10dTransport::C10dTransport(Distributed& dist, std::vector<int> device_rank, AbortSignal& abort)
+    : dist_(dist), device_rank_(std::move(device_rank)), abort_(abort), local_(abort) {}
+
+void C10dTransport::prepare_groups(const std::vector<std::vector<int>>& device_sets) {
+  for (const auto& devices : device_sets) {
+    std::vector<int> ranks;
+    for (int d : devices) ranks.push_back(rank_of(d));
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    if (ranks.size() < 2 || groups_.count(ranks)) continue;
+    if (std::find(ranks.begin(), ranks.end(), dist_.rank()) == ranks.end()) continue;
+    std::string name = "allreduce";
+    for (int r : ranks) name += "." + std::to_string(r);
+    groups_[ranks] = &dist_.group(ranks, name);
+  }
+}
+
+void C10dTransport::send(const at::Tensor& t, int from, int to, int64_t tag) {
+  if (rank_of(from) == rank_of(to)) {
+    local_.send(t, from, to, tag);
+    return;
+  }
+  abort_.check();
+  std::vector<at::Tensor> buf{t.contiguous()};
+  auto work = dist_.world().send(buf, rank_of(to), c10d_tag(tag));
+  work->wait(abort_.timeout());
+}
+
+at::Tensor C10dTransport::recv(int from, int to, int64_t tag, const at::Tensor& like) {
+  if (rank_of(from) == rank_of(to)) return local_.recv(from, to, tag, like);
+  abort_.check();
+  std::vector<at::Tensor> buf{at::empty_like(like, at::MemoryFormat::Contiguous)};
+  auto work = dist_.world().recv(buf, rank_of(from), c10d_tag(tag));
+  work->wait(abort_.timeout());
+  return buf[0];
+}
+
+void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::vector<int>& devices,
+                                  int me, int64_t tag) {
+  std::vector<int> ranks, local;
+  for (int d : devices) {
+    ranks.push_back(rank_of(d));
+    if (rank_of(d) == dist_.rank()) local.push_back(d);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  // Sum the local replicas first.
+  if (local.size() > 1) local_.allreduce_sum(tensors, local, me, tag);
+  if (ranks.size() == 1) return;
+  // One local replica (the lowest) talks to the other ranks; the rest receive its result.
+  const bool leader = me == local.front();
+  const int64_t share_tag = -1 - tag;  // a tag no point-to-point message uses
+  if (leader) {
+    auto it = groups_.find(ranks);
+    if (it == groups_.end()) throw std::logic_error("C10dTransport: all-reduce group not prepared");
+    c10d::ProcessGroup* group = it->second;
+    std::vector<at::Tensor> flat{at::cat(
+        [&] {
+          std::vector<at::Tensor> parts;
+          for (auto& t : tensors) parts.push_back(t.reshape({-1}));
+          return parts;
+        }(),
+        0)};
+    group->allreduce(flat)->wait(abort_.timeout());
+    int64_t offset = 0;
+    for (auto& t : tensors) {
+      t.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+    for (size_t i = 1; i < local.size(); ++i) {
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        local_.send(tensors[k], me, local[i], share_tag * 1024 - static_cast<int64_t>(k));
+      }
+    }
+  } else {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      tensors[k].copy_(local_.recv(local.front(), me, share_tag * 1024 - static_cast<int64_t>(k), tensors[k]));
+    }
+  }
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,56 @@
+// BatchSource: the inputs and targets of every micro-batch, identical in every engine and in
+// the single-process reference.
+//
+// Mini-batch `step` is a fixed set of samples; replica r takes the r-th of dp equal slices and
+// cuts it into M micro-batches. Synthetic data is generated per mini-batch from a seed; a real
+// data set (the digits images of python3-sklearn) is walked in a seeded random order, one epoch
+// after another. Because a mini-batch does not depend on how it is cut, pipelined, data-parallel
+// and single-process training see the same samples.
+//
+// Thread-safety: thread-safe (stage threads of several devices read concurrently).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace pipetwin::models {
+struct LayeredModel;
+}
+
+namespace pipetwin::exec {
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // The whole mini-batch `step` (samples_per_step samples).
+  virtual std::pair<at::Tensor, at::Tensor> mini_batch(int step) = 0;
+
+  // Micro-batch `micro` of replica `replica`'s share of mini-batch `step`.
+  at::Tensor input(int step, int replica, int micro);
+  at::Tensor target(int step, int replica, int micro);
+  void configure(int samples_per_step, int replicas, int micro_batches);
+
+ protected:
+  at::Tensor slice(const at::Tensor& t, int replica, int micro) const;
+
+ private:
+  std::pair<at::Tensor, at::Tensor> cached(int step);
+  std::mutex mu_;
+  std::map<int, std::pair<at::Tensor, at::Tensor>> cache_;
+  int samples_ = 1, replicas_ = 1, micro_ = 1;
+};
+
+// Synthetic batches drawn by the model's own generators (deterministic in `seed` and the step).
+std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model, int samples_per_step,
+                                               uint64_t seed, bool float64);
+// The sklearn digits images (8x8, 10 classes) in a seeded order; `as_tokens` for BERT-style
+// models (pixel values as token ids).
+std::unique_ptr<BatchSource> digits_batches(int samples_per_step, uint64_t seed, bool as_tokens,
+                                            bool float64);
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,65 @@
+// Distributed set-up: torchrun-style environment rendezvous and c10d process groups.
+//
+// A process learns its place from the variables torchrun and SLURM set — RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT — connects to the TCPStore that rank 0 serves, and joins a
+// Gloo process group (NCCL on GPU builds) over all ranks. Further groups (one per set of ranks
+// that all-reduce together) are built on prefixed views of the same store. Every operation has a
+// timeout, so a dead or silent peer ends in an error, never a hang.
+//
+// Thread-safety: a Distributed is built once per process; its process groups are thread-safe
+// for point-to-point use; each group's collectives must be issued from one thread in the same
+// order on all its ranks (the executor gives every stage its own group and collective thread).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace pipetwin::exec {
+
+struct DistributedEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  // Reads the torchrun variables; a missing or malformed one is an InputError naming it.
+  // With none set: a single process (rank 0 of 1).
+  static DistributedEnv from_environment();
+  bool distributed() const { return world_size > 1; }
+};
+
+class Distributed {
+ public:
+  Distributed(const DistributedEnv& env, std::chrono::milliseconds timeout);
+
+  const DistributedEnv& env() const { return env_; }
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  c10d::ProcessGroup& world() { return *world_; }
+  c10d::Store& store() { return *store_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // A process group over `ranks` (sorted, containing this rank), created on first use; every rank
+  // in `ranks` must ask for it in the same order. `name` keys its part of the store.
+  c10d::ProcessGroup& group(const std::vector<int>& ranks, const std::string& name);
+  // Blocks until every rank arrives (or the timeout passes).
+  void barrier();
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> make_group(const std::string& prefix, int rank, int size);
+
+  DistributedEnv env_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_;
+  std::map<std::vector<int>, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+};
+
+}  // namespace pipetwin::exec

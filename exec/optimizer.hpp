@@ -1,0 +1,49 @@
+// Optimizer: PyTorch's SGD (momentum, weight decay) and Adam update rules, applied functionally.
+//
+// The executor keeps several weight versions of a stage alive (PipeDream's weight stashing), so an
+// update must be able to write the new version into other tensors than the old one: step() reads
+// params and grads and writes `out`, which may be the params themselves (in place) or a fresh
+// copy. The formulas follow torch.optim.SGD and torch.optim.Adam exactly, so a pipelined run and
+// single-process training with this class give the same weights.
+//
+// Thread-safety: not thread-safe; one optimizer per stage, used by the stage's compute thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace pipetwin::exec {
+
+struct OptimizerConfig {
+  std::string kind = "sgd";  // "sgd" or "adam"
+  double lr = 0.01;
+  double momentum = 0.0;     // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
+
+  // State bytes per parameter byte: 0 (plain SGD), 1 (momentum), 2 (Adam).
+  double state_ratio() const;
+  void validate() const;  // InputError on bad values
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
+
+  // out[i] = update(params[i], grads[i]); `out` may alias `params`.
+  void step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+            const std::vector<at::Tensor>& out);
+  int64_t steps() const { return steps_; }
+  const OptimizerConfig& config() const { return config_; }
+  // The optimizer state, in parameter order (momentum buffers, or Adam's two moments).
+  std::vector<at::Tensor> state() const;
+
+ private:
+  OptimizerConfig config_;
+  int64_t steps_ = 0;
+  std::vector<at::Tensor> buf_, exp_avg_, exp_avg_sq_;
+};
+
+}  // namespace pipetwin::exec

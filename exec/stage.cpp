@@ -1,0 +1,255 @@
+#include "exec/stage.hpp"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+namespace pipetwin::exec {
+
+struct StageRuntime::Slot {
+  int version = 0;
+  std::vector<torch::nn::AnyModule> layers;
+  std::vector<at::Tensor> params;
+  int refs = 0;  // micro-batches whose autograd graph uses these weights
+};
+
+struct StageRuntime::MicroBatch {
+  at::Tensor input, target;
+  at::Tensor leaf;               // the input as autograd leaf, for the input gradient
+  std::vector<at::Tensor> xs, ys;  // per layer, when back-propagating layer by layer
+  at::Tensor out;                // stage output (with graph), or the loss on the last stage
+  int graph_version = -1;        // weights the graph was built on; -1: no graph
+};
+
+StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig optimizer, LossFn loss)
+    : spec_(std::move(spec)), factory_(std::move(factory)), optimizer_(std::move(optimizer)),
+      loss_(std::move(loss)) {
+  auto first = std::make_shared<Slot>();
+  first->layers = factory_();
+  if (first->layers.size() != spec_.layers.size()) {
+    throw std::logic_error(fmt::format("stage {}: factory built {} layers, expected {}", spec_.stage,
+                                       first->layers.size(), spec_.layers.size()));
+  }
+  at::NoGradGuard no_grad;
+  for (size_t l = 0; l < first->layers.size(); ++l) {
+    for (auto& p : first->layers[l].ptr()->parameters()) {
+      first->params.push_back(p);
+      param_layer_.push_back(spec_.layers[l]);
+      grads_.push_back(at::zeros_like(p));
+    }
+  }
+  for (size_t i = 0; i < first->params.size(); ++i) first->params[i].mutable_grad() = grads_[i];
+  slots_[0] = std::move(first);
+}
+
+StageRuntime::~StageRuntime() = default;
+
+std::shared_ptr<StageRuntime::Slot> StageRuntime::new_slot() {
+  std::shared_ptr<Slot> s;
+  if (!pool_.empty()) {
+    s = pool_.back();
+    pool_.pop_back();
+    return s;
+  }
+  s = std::make_shared<Slot>();
+  s->layers = factory_();
+  for (auto& l : s->layers) {
+    for (auto& p : l.ptr()->parameters()) s->params.push_back(p);
+  }
+  for (size_t i = 0; i < s->params.size(); ++i) s->params[i].mutable_grad() = grads_[i];
+  return s;
+}
+
+StageRuntime::Slot& StageRuntime::slot_of(int version, const char* who, int mb) {
+  auto it = slots_.find(version);
+  if (it == slots_.end()) {
+    throw std::runtime_error(fmt::format("stage {}: {} of micro-batch {} reads weight version {}, "
+                                         "which the stage no longer holds (current {})",
+                                         spec_.stage, who, mb, version, current_));
+  }
+  return *it->second;
+}
+
+at::Tensor StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
+  auto finish = [&](const at::Tensor& y) {
+    if (!spec_.last) return y;
+    const at::Tensor per_sample = loss_(y, m.target);
+    if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
+    return per_sample.sum() * spec_.loss_scale;
+  };
+  if (!with_graph) {
+    at::NoGradGuard no_grad;
+    at::Tensor x = m.input;
+    for (auto& layer : slot.layers) x = layer.forward(x);
+    return finish(x);
+  }
+  const bool needs_input_grad = !spec_.first && m.input.is_floating_point();
+  m.leaf = needs_input_grad ? m.input.detach().requires_grad_(true) : m.input;
+  m.xs.clear();
+  m.ys.clear();
+  at::Tensor x = m.leaf;
+  for (size_t l = 0; l < slot.layers.size(); ++l) {
+    if (spec_.per_layer_backward && l > 0) x = x.detach().requires_grad_(true);
+    if (spec_.per_layer_backward) m.xs.push_back(x);
+    x = slot.layers[l].forward(x);
+    if (spec_.per_layer_backward) m.ys.push_back(x);
+  }
+  at::Tensor out = finish(x);
+  if (spec_.last && spec_.per_layer_backward) m.ys.back() = out;
+  return out;
+}
+
+at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, bool keep_graph,
+                                 const at::Tensor& target) {
+  if (version != current_) {
+    throw std::runtime_error(fmt::format("stage {}: forward of micro-batch {} asks for weight "
+                                         "version {} but the current version is {}",
+                                         spec_.stage, mb, version, current_));
+  }
+  Slot& slot = slot_of(version, "forward", mb);
+  last_used_ = slot.version;
+  auto m = std::make_unique<MicroBatch>();
+  m->input = input;
+  m->target = target;
+  at::Tensor out = run(slot, *m, keep_graph);
+  if (keep_graph) {
+    if (spec_.last) loss_sum_ += (out / spec_.loss_scale).item<double>();
+    m->out = out;
+    m->graph_version = version;
+    ++slot.refs;
+  }
+  in_flight_[mb] = std::move(m);
+  return out.detach();
+}
+
+void StageRuntime::recompute(int mb, int version) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end()) {
+    throw std::runtime_error(fmt::format("stage {}: recompute of micro-batch {} before its forward",
+                                         spec_.stage, mb));
+  }
+  MicroBatch& m = *it->second;
+  if (m.graph_version >= 0) release(m.graph_version);
+  Slot& slot = slot_of(version, "recompute", mb);
+  last_used_ = slot.version;
+  m.out = run(slot, m, true);
+  m.graph_version = version;
+  ++slot.refs;
+}
+
+at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_output,
+                                  const std::function<void(int)>& on_layer_done) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end() || it->second->graph_version < 0) {
+    throw std::runtime_error(fmt::format("stage {}: backward of micro-batch {} without a forward "
+                                         "graph (missing forward or recompute)",
+                                         spec_.stage, mb));
+  }
+  MicroBatch& m = *it->second;
+  if (m.graph_version != version) {
+    throw std::runtime_error(fmt::format("stage {}: backward of micro-batch {} asks for weight "
+                                         "version {} but its graph was built on version {}",
+                                         spec_.stage, mb, version, m.graph_version));
+  }
+  last_used_ = slots_.at(m.graph_version)->version;
+  if (spec_.per_layer_backward) {
+    at::Tensor g = spec_.last ? at::Tensor() : grad_output;
+    for (size_t l = m.ys.size(); l-- > 0;) {
+      if (g.defined()) {
+        m.ys[l].backward(g);
+      } else {
+        m.ys[l].backward();
+      }
+      g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
+      if (on_layer_done) on_layer_done(spec_.layers[l]);
+    }
+  } else {
+    if (spec_.last) {
+      m.out.backward();
+    } else {
+      m.out.backward(grad_output);
+    }
+    if (on_layer_done) {
+      for (size_t l = spec_.layers.size(); l-- > 0;) on_layer_done(spec_.layers[l]);
+    }
+  }
+  at::Tensor input_grad = m.leaf.defined() && m.leaf.requires_grad() ? m.leaf.grad() : at::Tensor();
+  release(m.graph_version);
+  in_flight_.erase(it);
+  return input_grad;
+}
+
+void StageRuntime::release(int version) {
+  auto it = slots_.find(version);
+  if (it == slots_.end()) return;
+  if (--it->second->refs == 0 && version != current_) {
+    pool_.push_back(it->second);
+    slots_.erase(it);
+  }
+}
+
+void StageRuntime::optimizer_step(int new_version) {
+  if (new_version != current_ + 1) {
+    throw std::runtime_error(fmt::format("stage {}: optimizer step to version {} but the stage is at "
+                                         "version {}",
+                                         spec_.stage, new_version, current_));
+  }
+  auto cur = slots_.at(current_);
+  if (cur->refs == 0) {
+    optimizer_.step(cur->params, grads_, cur->params);  // nothing else reads them: in place
+    slots_.erase(current_);
+    cur->version = new_version;
+    slots_[new_version] = cur;
+  } else {
+    auto next = new_slot();  // the old weights stay for the micro-batches still using them
+    optimizer_.step(cur->params, grads_, next->params);
+    next->version = new_version;
+    slots_[new_version] = next;
+  }
+  {
+    at::NoGradGuard no_grad;
+    for (auto& g : grads_) g.zero_();
+  }
+  current_ = new_version;
+}
+
+void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target) {
+  MicroBatch m;
+  m.input = input;
+  m.target = target;
+  at::Tensor out = run(*slots_.at(current_), m, true);
+  if (spec_.last) {
+    out.backward();
+  } else if (spec_.per_layer_backward) {
+    at::Tensor g = at::ones_like(m.ys.back());
+    for (size_t l = m.ys.size(); l-- > 0;) {
+      m.ys[l].backward(g);
+      g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
+      if (!g.defined()) break;
+    }
+  } else {
+    out.backward(at::ones_like(out));
+  }
+  at::NoGradGuard no_grad;
+  for (auto& g : grads_) g.zero_();
+  loss_sum_ = 0;
+}
+
+std::vector<at::Tensor> StageRuntime::gradients(int first_layer, int last_layer) const {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (param_layer_[i] >= first_layer && param_layer_[i] <= last_layer) out.push_back(grads_[i]);
+  }
+  return out;
+}
+
+std::vector<at::Tensor> StageRuntime::parameters() const { return slots_.at(current_)->params; }
+
+double StageRuntime::take_loss_sum() {
+  const double s = loss_sum_;
+  loss_sum_ = 0;
+  return s;
+}
+
+int StageRuntime::live_versions() const { return static_cast<int>(slots_.size()); }
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,101 @@
+// StageRuntime: one pipeline stage's layers, weight versions, activations and gradients.
+//
+// It executes the compute actions of the schedule IR for its stage:
+//   forward(mb, v)     run the layers on the weights of version v (the current ones). With a
+//                      later recompute it runs without autograd and keeps only the input
+//                      (checkpointing: torchgpipe Section 2.1); otherwise it keeps the graph.
+//   recompute(mb, v)   run again with autograd from the kept input, on version v's weights
+//   backward(mb, v)    back-propagate the received output gradient (the loss on the last
+//                      stage) through the graph built on version v; return the input gradient
+//   optimizer_step(v)  apply the accumulated gradients, producing version v
+// Weight versions: a version's weights stay alive while a micro-batch that read them in forward
+// is not yet backwarded (PipeDream's weight stashing); the step then writes the new version into
+// another instance of the layers. When nothing references the current weights (synchronous
+// schedules, FTPipe, Features Replay), the step updates them in place.
+//
+// Gradients of all versions accumulate into one set of tensors (shared as .grad by every
+// instance), which is what the all-reduce sums and the optimizer reads; the loss of a micro-batch
+// is scaled by 1 / (samples per step) so gradients equal those of the mean loss of the mini-batch.
+//
+// Thread-safety: not thread-safe; called from its device's compute thread only (the collective
+// thread reads gradients() only while the schedule's dependencies keep the compute thread off
+// them).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/any.h>
+
+#include "exec/optimizer.hpp"
+
+namespace pipetwin::exec {
+
+struct StageSpec {
+  int stage = 0;
+  std::vector<int> layers;  // model layer indices, ascending
+  bool first = false;       // receives the model input
+  bool last = false;        // produces the loss
+  double loss_scale = 1.0;  // 1 / samples per optimizer step
+  bool per_layer_backward = false;  // back-propagate layer by layer (reports each layer's end)
+};
+
+class StageRuntime {
+ public:
+  using LayerFactory = std::function<std::vector<torch::nn::AnyModule>()>;
+  // per-sample loss of the model's output against the target, shape [batch]
+  using LossFn = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+
+  StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig optimizer, LossFn loss);
+  ~StageRuntime();
+
+  const StageSpec& spec() const { return spec_; }
+  int current_version() const { return current_; }
+  // The weight version the last forward, recompute or backward ran on, as this runtime counts
+  // versions itself (one per optimizer step), independently of what the schedule says.
+  int last_version_used() const { return last_used_; }
+
+  at::Tensor forward(int mb, int version, const at::Tensor& input, bool keep_graph,
+                     const at::Tensor& target);
+  void recompute(int mb, int version);
+  at::Tensor backward(int mb, int version, const at::Tensor& grad_output,
+                      const std::function<void(int layer)>& on_layer_done);
+  void optimizer_step(int new_version);
+  // One untimed forward and backward of `input`, its gradients discarded (executor warm-up).
+  void warm_up(const at::Tensor& input, const at::Tensor& target);
+
+  // Accumulated gradients of the parameters of model layers [first, last] of this stage.
+  std::vector<at::Tensor> gradients(int first_layer, int last_layer) const;
+  // Parameters of the current version (for tests and checkpoints), in layer order.
+  std::vector<at::Tensor> parameters() const;
+  const Optimizer& optimizer() const { return optimizer_; }
+  // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage).
+  double take_loss_sum();
+  int live_versions() const;
+
+ private:
+  struct Slot;
+  struct MicroBatch;
+  Slot& slot_of(int version, const char* who, int mb);
+  std::shared_ptr<Slot> new_slot();
+  at::Tensor run(Slot& slot, MicroBatch& m, bool with_graph);
+  void release(int version);
+
+  StageSpec spec_;
+  LayerFactory factory_;
+  Optimizer optimizer_;
+  LossFn loss_;
+  std::map<int, std::shared_ptr<Slot>> slots_;  // by version
+  std::vector<std::shared_ptr<Slot>> pool_;     // free instances
+  std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
+  std::vector<at::Tensor> grads_;               // shared .grad of every slot's parameters
+  std::vector<int> param_layer_;                // model layer of each parameter
+  int current_ = 0;
+  int last_used_ = 0;
+  double loss_sum_ = 0;
+};
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,327 @@
+#include "exec/worker.hpp"
+
+#include <dlfcn.h>
+#include <cstdlib>
+#include <pthread.h>
+#include <sched.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include "exec/memory_tracker.hpp"
+
+namespace pipetwin::exec {
+
+namespace {
+
+// OpenBLAS keeps its own thread pool; ATen's set_num_threads does not reach it.
+void set_blas_threads(int n) {
+  using Fn = void (*)(int);
+  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn != nullptr) fn(n);
+}
+
+void pin_to_core(int core) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores <= 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core % cores, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+}  // namespace
+
+void StartGate::warmed_up() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --pending_;
+  }
+  cv_.notify_all();
+}
+
+void StartGate::wait_warmed_up(AbortSignal& abort) {
+  std::unique_lock<std::mutex> lock(mu_);
+  abort.wait(cv_, lock, [&] { return pending_ <= 0; }, "the stages to warm up");
+}
+
+void StartGate::open() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+  }
+  cv_.notify_all();
+}
+
+void StartGate::wait_open(AbortSignal& abort) {
+  std::unique_lock<std::mutex> lock(mu_);
+  abort.wait(cv_, lock, [&] { return open_; }, "the start of the run");
+}
+
+InjectedFault InjectedFault::from_environment() {
+  InjectedFault f;
+  const char* env = std::getenv("PIPETWIN_FAULT");
+  if (env == nullptr) return f;
+  const std::string text(env);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+      if (k == "device") f.device = std::stoi(v);
+      if (k == "action") f.action = std::stoi(v);
+      if (k == "mode") f.mode = v;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return f;
+}
+
+void InjectedFault::maybe_fail(int device, int index) const {
+  if (this->device != device || action != index) return;
+  if (mode == "exit") std::_Exit(3);
+  if (mode == "hang") {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  throw std::runtime_error("injected fault (PIPETWIN_FAULT)");
+}
+
+int64_t transfer_tag(const Action& a, int num_stages) {
+  const bool act = a.payload == Payload::kActivation;
+  const bool sending = a.op == Op::kSend;
+  const int64_t from = (act == sending) ? a.stage : a.peer_stage;
+  const int64_t to = (act == sending) ? a.peer_stage : a.stage;
+  const int64_t S = num_stages;
+  return ((static_cast<int64_t>(a.micro_batch) * S + from) * S + to) * 2 + (act ? 0 : 1);
+}
+
+DeviceWorker::DeviceWorker(int device, WorkerShared& shared, std::map<int, StageRuntime*> stages)
+    : device_(device),
+      replica_(device / shared.schedule->shape().devices_per_replica),
+      shared_(shared),
+      stages_(std::move(stages)),
+      fault_(InjectedFault::from_environment()) {
+  const auto& cs = *shared_.schedule;
+  for (int s = 0; s < kStreamsPerDevice; ++s) {
+    for (int32_t id : cs.stream_actions(device_ * kStreamsPerDevice + s)) {
+      const Action& a = cs.action(id);
+      if (a.op == Op::kRecompute) recomputed_.insert({a.stage, a.micro_batch});
+    }
+  }
+}
+
+DeviceWorker::~DeviceWorker() { join(); }
+
+void DeviceWorker::start() {
+  for (int s = 0; s < kStreamsPerDevice; ++s) {
+    if (shared_.schedule->stream_actions(device_ * kStreamsPerDevice + s).empty()) continue;
+    threads_.emplace_back([this, s] { run_stream(static_cast<StreamKind>(s)); });
+  }
+}
+
+void DeviceWorker::join() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+std::vector<TimelineEvent> DeviceWorker::take_events() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(events_);
+}
+
+std::vector<MemorySample> DeviceWorker::take_memory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(memory_);
+}
+
+void DeviceWorker::warm_up() {
+  // The first run of an operator pays for allocator growth, thread-pool start and cold caches;
+  // a real run's first iteration would show it. Run each stage once, untimed, and discard it.
+  const auto& sh = shared_.schedule->shape();
+  for (auto& [stage, st] : stages_) {
+    at::Tensor input, target;
+    bool has_producer = false;
+    for (const auto& e : sh.edges) {
+      if (e.to == stage) {
+        has_producer = true;
+        input = at::randn_like(shared_.boundary_like(e.from, stage));
+      }
+    }
+    if (!has_producer) input = shared_.data->input(0, replica_, 0);
+    if (st->spec().last) target = shared_.data->target(0, replica_, 0);
+    st->warm_up(input, target);
+  }
+}
+
+double DeviceWorker::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_.t0).count();
+}
+
+void DeviceWorker::run_stream(StreamKind stream) {
+  MemoryTracker::ScopedDevice attribute(device_);
+  if (stream == StreamKind::kCompute) {
+    at::init_num_threads();
+    at::set_num_threads(shared_.threads_per_stage);
+    set_blas_threads(shared_.threads_per_stage);
+    if (shared_.pin_threads) pin_to_core(device_);
+  }
+  const auto& cs = *shared_.schedule;
+  int current = -1;
+  try {
+    if (stream == StreamKind::kCompute) {
+      if (shared_.warmup) warm_up();
+      if (shared_.gate) shared_.gate->warmed_up();
+    }
+    if (shared_.gate) shared_.gate->wait_open(*shared_.abort);
+    for (int32_t id : cs.stream_actions(device_ * kStreamsPerDevice + static_cast<int>(stream))) {
+      current = id;
+      shared_.board->wait_dependencies(id);
+      shared_.abort->check();
+      execute(id);
+      shared_.board->mark_done(id);
+    }
+  } catch (const Aborted&) {
+    // Another worker failed first; its message is the one reported.
+  } catch (const std::exception& e) {
+    const std::string where =
+        current >= 0 ? fmt::format("action {} ({})", cs.ref(current).index, describe(cs.action(current)))
+                     : std::string("start-up");
+    shared_.abort->raise(fmt::format("device {} {} stream, {}: {}", device_,
+                                     stream_name(stream), where, e.what()));
+  }
+}
+
+void DeviceWorker::execute(int id) {
+  const Action& a = shared_.schedule->action(id);
+  fault_.maybe_fail(device_, shared_.schedule->ref(id).index);
+  Action record = a;
+  if (a.op == Op::kRecv) {
+    // The transfer starts once the sender has posted it; waiting for that is not transfer time.
+    shared_.transport->wait_posted(peer_device(a), device_, transfer_tag(a, shared_.schedule->shape().num_stages));
+  }
+  const double start = now();
+  switch (a.op) {
+    case Op::kForward: forward(a); break;
+    case Op::kRecompute: stages_.at(a.stage)->recompute(a.micro_batch, a.version); break;
+    case Op::kBackward: backward(id, a); break;
+    case Op::kOptimizerStep: {
+      StageRuntime* st = stages_.at(a.stage);
+      st->optimizer_step(a.version);
+      if (shared_.on_step) shared_.on_step(device_, a.stage, a.step, st->spec().last ? st->take_loss_sum() : 0);
+      break;
+    }
+    case Op::kSend: send(a); break;
+    case Op::kRecv: recv(a); break;
+    case Op::kAllReduce: allreduce(a); break;
+  }
+  const double end = now();
+  if (a.op == Op::kForward || a.op == Op::kBackward || a.op == Op::kRecompute) {
+    record.version = stages_.at(a.stage)->last_version_used();
+  } else if (a.op == Op::kOptimizerStep) {
+    record.version = stages_.at(a.stage)->current_version();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back({device_, record, start, end});
+  if (stream_of(a.op) == StreamKind::kCompute) {
+    memory_.push_back({end, static_cast<double>(MemoryTracker::live_bytes(device_))});
+  }
+}
+
+int DeviceWorker::peer_device(const Action& a) const {
+  const auto& sh = shared_.schedule->shape();
+  return replica_ * sh.devices_per_replica + sh.device_of(a.peer_stage);
+}
+
+void DeviceWorker::put(Key key, at::Tensor t, int consumers) {
+  if (consumers <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  exchange_[key] = {std::move(t), consumers};
+}
+
+at::Tensor DeviceWorker::take(Key key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = exchange_.find(key);
+  if (it == exchange_.end()) {
+    throw std::runtime_error(fmt::format("no tensor for stage {} micro-batch {} from stage {}",
+                                         std::get<1>(key), std::get<2>(key), std::get<3>(key)));
+  }
+  at::Tensor t = it->second.first;
+  if (--it->second.second == 0) exchange_.erase(it);
+  return t;
+}
+
+void DeviceWorker::forward(const Action& a) {
+  const auto& sh = shared_.schedule->shape();
+  StageRuntime* st = stages_.at(a.stage);
+  at::Tensor input, target;
+  const int M = sh.micro_batches;
+  const int step = a.micro_batch / M, micro = a.micro_batch % M;
+  int producers = 0, consumers = 0;
+  for (const auto& e : sh.edges) {
+    if (e.to == a.stage) {
+      ++producers;
+      const bool local = sh.device_of(e.from) == sh.device_of(a.stage);
+      input = take({local ? Slot::kOutput : Slot::kInput, local ? e.from : a.stage, a.micro_batch,
+                    local ? a.stage : e.from});
+    }
+    if (e.from == a.stage) ++consumers;
+  }
+  if (producers == 0) input = shared_.data->input(step, replica_, micro);
+  if (st->spec().last) target = shared_.data->target(step, replica_, micro);
+  const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
+  at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target);
+  for (const auto& e : sh.edges) {
+    if (e.from == a.stage) put({Slot::kOutput, a.stage, a.micro_batch, e.to}, out, 1);
+  }
+  (void)consumers;
+}
+
+void DeviceWorker::backward(int id, const Action& a) {
+  const auto& sh = shared_.schedule->shape();
+  StageRuntime* st = stages_.at(a.stage);
+  at::Tensor grad_out;
+  for (const auto& e : sh.edges) {
+    if (e.from != a.stage) continue;
+    const bool local = sh.device_of(e.to) == sh.device_of(a.stage);
+    grad_out = take({local ? Slot::kInputGrad : Slot::kOutputGrad, local ? e.to : a.stage,
+                     a.micro_batch, local ? a.stage : e.to});
+  }
+  Board* board = shared_.board;
+  at::Tensor grad_in = st->backward(a.micro_batch, a.version, grad_out,
+                                    [board, id](int layer) { board->mark_layer(id, layer); });
+  for (const auto& e : sh.edges) {
+    if (e.to == a.stage) put({Slot::kInputGrad, a.stage, a.micro_batch, e.from}, grad_in, 1);
+  }
+}
+
+void DeviceWorker::send(const Action& a) {
+  const bool act = a.payload == Payload::kActivation;
+  const at::Tensor t = take({act ? Slot::kOutput : Slot::kInputGrad, a.stage, a.micro_batch, a.peer_stage});
+  shared_.transport->send(t, device_, peer_device(a), transfer_tag(a, shared_.schedule->shape().num_stages));
+}
+
+void DeviceWorker::recv(const Action& a) {
+  const bool act = a.payload == Payload::kActivation;
+  const int from = act ? a.peer_stage : a.stage, to = act ? a.stage : a.peer_stage;
+  at::Tensor t = shared_.transport->recv(peer_device(a), device_, transfer_tag(a, shared_.schedule->shape().num_stages),
+                                         shared_.boundary_like(from, to));
+  put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage}, std::move(t), 1);
+}
+
+void DeviceWorker::allreduce(const Action& a) {
+  const auto& sh = shared_.schedule->shape();
+  const auto& bucket = shared_.context->stages[static_cast<size_t>(a.stage)].buckets[static_cast<size_t>(a.bucket)];
+  std::vector<at::Tensor> grads = stages_.at(a.stage)->gradients(bucket.first_layer, bucket.last_layer);
+  std::vector<int> devices;
+  for (int r = 0; r < sh.replicas; ++r) devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage));
+  const int64_t tag = (static_cast<int64_t>(a.step) * sh.num_stages + a.stage) * 4096 + a.bucket;
+  shared_.transport->allreduce_sum(grads, devices, device_, tag);
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,126 @@
+// DeviceWorker: runs one device's action list for real, stream by stream.
+//
+// Like the simulator (sim/pipeline_sim.hpp), each of the device's streams — compute, send,
+// recv, collective — is a thread that takes its actions in schedule order and starts one when
+// the Board says its dependencies are done. Compute actions call the device's StageRuntimes;
+// sends and receives call the Transport; all-reduces sum a stage's gradient bucket over its
+// replicas. Every action is timed with a steady clock and recorded with the weight version the
+// runtime actually used, in the Timeline format the simulator writes. Tensors pass between the
+// device's streams through its Exchange.
+//
+// A failure in any thread raises the AbortSignal with the device, action and reason; every other
+// thread then stops at its next wait.
+//
+// Thread-safety: start() spawns the threads; join() waits for them; nothing else is public.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "core/schedule/compiled.hpp"
+#include "core/timeline.hpp"
+#include "exec/board.hpp"
+#include "exec/data.hpp"
+#include "exec/stage.hpp"
+#include "exec/transport.hpp"
+
+namespace pipetwin::exec {
+
+// Holds every stream thread until the process's compute threads have warmed up and the clock
+// has started (all devices start measuring together).
+class StartGate {
+ public:
+  explicit StartGate(int warmups) : pending_(warmups) {}
+  void warmed_up();
+  void wait_warmed_up(AbortSignal& abort);
+  void open();
+  void wait_open(AbortSignal& abort);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int pending_;
+  bool open_ = false;
+};
+
+// A test hook: PIPETWIN_FAULT="device=D,action=I,mode=throw|exit|hang" makes device D fail at
+// the I-th action of its list (throw an error, kill the process, or stop answering), so tests can
+// check that failures end the run everywhere instead of hanging it.
+struct InjectedFault {
+  int device = -1, action = -1;
+  std::string mode;
+  static InjectedFault from_environment();
+  void maybe_fail(int device, int index) const;
+};
+
+// What all workers of a process share.
+struct WorkerShared {
+  const CompiledSchedule* schedule = nullptr;
+  const PlanContext* context = nullptr;
+  Board* board = nullptr;
+  Transport* transport = nullptr;
+  AbortSignal* abort = nullptr;
+  BatchSource* data = nullptr;
+  // A tensor shaped like the activation of one micro-batch crossing stage `from` -> `to`.
+  std::function<at::Tensor(int from, int to)> boundary_like;
+  std::chrono::steady_clock::time_point t0;
+  int threads_per_stage = 1;
+  bool pin_threads = true;
+  StartGate* gate = nullptr;
+  bool warmup = true;  // one untimed forward and backward per stage before the clock starts
+  // Called after each optimizer step of a stage with (device, stage, step, loss sum).
+  std::function<void(int, int, int, double)> on_step;
+};
+
+class DeviceWorker {
+ public:
+  DeviceWorker(int device, WorkerShared& shared, std::map<int, StageRuntime*> stages);
+  ~DeviceWorker();
+
+  void start();
+  void join();
+  std::vector<TimelineEvent> take_events();
+  std::vector<MemorySample> take_memory();
+
+ private:
+  enum class Slot : uint8_t { kOutput, kInput, kOutputGrad, kInputGrad };
+  using Key = std::tuple<Slot, int, int, int>;  // slot, stage, micro-batch, peer stage
+
+  void run_stream(StreamKind stream);
+  void warm_up();
+  void execute(int id);
+  void forward(const Action& a);
+  void backward(int id, const Action& a);
+  void send(const Action& a);
+  void recv(const Action& a);
+  void allreduce(const Action& a);
+  void put(Key key, at::Tensor t, int consumers);
+  at::Tensor take(Key key);
+  double now() const;
+  int peer_device(const Action& a) const;
+
+  int device_;
+  int replica_;
+  WorkerShared& shared_;
+  std::map<int, StageRuntime*> stages_;
+  InjectedFault fault_;
+  std::set<std::pair<int, int>> recomputed_;  // (stage, micro-batch) with a Recompute action
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::map<Key, std::pair<at::Tensor, int>> exchange_;  // tensor, consumers left
+  std::vector<TimelineEvent> events_;
+  std::vector<MemorySample> memory_;
+};
+
+// The message tag of a transfer: unique per (payload, stage pair, micro-batch).
+int64_t transfer_tag(const Action& a, int num_stages);
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,131 @@
+// Fixtures of the executor tests: plans over real zoo models on an ideal cluster, and plain
+// single-process training to compare against.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "core/plan.hpp"
+#include "exec/data.hpp"
+#include "exec/executor.hpp"
+#include "exec/optimizer.hpp"
+#include "models/zoo.hpp"
+
+namespace pipetwin::testing {
+
+// A profile whose layers are the model's (names matter: the executor checks them).
+inline Profile profile_of(const std::string& model_name) {
+  const models::LayeredModel m = models::build_model(model_name, at::kFloat, 0);
+  Profile p;
+  p.model = m.name;
+  p.device = "test";
+  p.source = "synthetic";
+  for (const auto& l : m.layers) {
+    LayerProfile lp;
+    lp.name = l.name;
+    lp.kind = l.kind;
+    lp.timings.push_back({1, 1e-3, 2e-3, 1e-3});
+    lp.output_bytes_per_sample = 1024;
+    lp.saved_bytes_per_sample = 1024;
+    for (const auto& t : l.parameters()) lp.param_bytes += static_cast<double>(t.numel() * t.element_size());
+    p.layers.push_back(lp);
+  }
+  return p;
+}
+
+struct ExecSpec {
+  std::string model = "mlp:layers=4,width=32,input=16";
+  std::string schedule = "gpipe";
+  int stages = 2;
+  int chunks = 4;
+  int micro_batch = 2;
+  int dp = 1;
+  Checkpoint checkpoint = Checkpoint::kNone;
+};
+
+inline Plan exec_plan(const ExecSpec& s) {
+  Plan p;
+  p.model = s.model;
+  p.profile = profile_of(s.model);
+  p.cluster.name = "test";
+  p.cluster.device.name = "test-cpu";
+  p.cluster.device.memory_bytes = 64e9;
+  p.cluster.device.memory_bandwidth = 1e10;
+  p.cluster.device.peak_flops["float32"] = 1e11;
+  p.cluster.nodes = 1;
+  p.cluster.devices_per_node = 64;
+  p.cluster.intra_node = {"shm", "", 8e9, 2e-6};
+  p.cluster.inter_node = p.cluster.intra_node;
+  p.schedule = s.schedule;
+  p.chunks = s.chunks;
+  p.dp = s.dp;
+  p.batch_size = s.micro_batch * s.chunks * s.dp;
+  p.checkpoint = s.checkpoint;
+  const int L = p.profile.num_layers();
+  int next = 0;
+  for (int k = 0; k < s.stages; ++k) {
+    StagePlan st;
+    st.device = k;
+    for (int i = 0; i < L / s.stages + (k < L % s.stages ? 1 : 0); ++i) st.layers.push_back(next++);
+    p.stages.push_back(st);
+  }
+  return p;
+}
+
+inline exec::ExecOptions float64_options(int iterations) {
+  exec::ExecOptions o;
+  o.iterations = iterations;
+  o.float64 = true;
+  o.seed = 7;
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 0.05;
+  o.optimizer.momentum = 0.9;
+  o.pin_threads = false;
+  o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+// Plain single-process mini-batch training: the whole model, the mean loss of each mini-batch.
+inline std::vector<at::Tensor> plain_training(const Plan& plan, const exec::ExecOptions& o, int steps) {
+  models::LayeredModel model = models::build_model(plan.model, o.float64 ? at::kDouble : at::kFloat, o.seed);
+  auto data = exec::synthetic_batches(model, plan.batch_size, o.seed, o.float64);
+  data->configure(plan.batch_size, 1, 1);
+  std::vector<at::Tensor> params = model.parameters();
+  exec::Optimizer opt(o.optimizer);
+  for (int step = 0; step < steps; ++step) {
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    const auto [x, y] = data->mini_batch(step);
+    model.per_sample_loss(model.forward(x), y).mean().backward();
+    std::vector<at::Tensor> grads;
+    for (auto& p : params) grads.push_back(p.grad());
+    at::NoGradGuard no_grad;
+    opt.step(params, grads, params);
+  }
+  return params;
+}
+
+// Largest |a - b| / max(|b|, 1e-12) over all elements of the concatenated lists.
+inline double max_relative_error(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double worst = 0;
+  if (a.size() != b.size()) return INFINITY;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const at::Tensor d = (a[i] - b[i]).abs();
+    const double scale = std::max(b[i].abs().max().item<double>(), 1e-12);
+    worst = std::max(worst, d.max().item<double>() / scale);
+  }
+  return worst;
+}
+
+// The executor's parameters of every stage of `replica`, concatenated in stage order.
+inline std::vector<at::Tensor> executor_parameters(const exec::ExecResult& r, int stages, int replica = 0) {
+  std::vector<at::Tensor> out;
+  for (int s = 0; s < stages; ++s) {
+    for (const auto& t : r.parameters.at({replica, s})) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace pipetwin::testing

@@ -1,0 +1,6 @@
+# Executor suites (need LibTorch): correctness against single-process training, failures,
+# multi-process Gloo runs.
+pipetwin_add_test(exec_tests
+  exec_train_test.cpp
+  exec_failure_test.cpp
+  LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)

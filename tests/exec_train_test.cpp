@@ -1,0 +1,144 @@
+// The executor against single-process training (issue "Executor", Must show: correctness):
+// synchronous schedules give the weights of plain mini-batch SGD; asynchronous schedules use
+// exactly the weight versions their schedule declares; in-process data parallelism equals
+// training on the global batch.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/schedule/generators.hpp"
+#include "exec/reference.hpp"
+#include "exec_test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+using testing::ExecSpec;
+using testing::exec_plan;
+using testing::float64_options;
+using testing::max_relative_error;
+
+constexpr double kTolerance = 1e-5;  // the issue's bound; float64 runs land near 1e-13
+
+struct SyncCase {
+  std::string model, schedule;
+  int stages, chunks;
+  Checkpoint checkpoint;
+};
+
+class SyncEqualsSingleProcess : public ::testing::TestWithParam<SyncCase> {};
+
+TEST_P(SyncEqualsSingleProcess, SameWeightsAfterSeveralSteps) {
+  const SyncCase c = GetParam();
+  ExecSpec s;
+  s.model = c.model;
+  s.schedule = c.schedule;
+  s.stages = c.stages;
+  s.chunks = c.chunks;
+  s.checkpoint = c.checkpoint;
+  const Plan plan = exec_plan(s);
+  const auto opt = float64_options(3);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  const auto reference = testing::plain_training(plan, opt, 3);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, s.stages), reference), kTolerance);
+  // Training does something: the weights moved away from the initial ones.
+  const auto initial = models::build_model(plan.model, at::kDouble, opt.seed).parameters();
+  EXPECT_GT(max_relative_error(reference, initial), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, SyncEqualsSingleProcess,
+    ::testing::Values(SyncCase{"mlp:layers=4,width=32,input=16", "naive", 3, 4, Checkpoint::kNone},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kNone},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kExceptLast},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 2, 3, Checkpoint::kAlways},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 4, Checkpoint::kNone},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 2, Checkpoint::kExceptLast},
+                      SyncCase{"vit:test", "gpipe", 2, 4, Checkpoint::kExceptLast},
+                      SyncCase{"vit:test", "1f1b", 3, 4, Checkpoint::kNone},
+                      SyncCase{"bert:tiny,seq=8,vocab=64", "gpipe", 2, 2, Checkpoint::kNone},
+                      SyncCase{"bert:tiny,seq=8,vocab=64", "1f1b", 2, 4, Checkpoint::kExceptLast}));
+
+class AsyncUsesDeclaredVersions : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(AsyncUsesDeclaredVersions, RecordedVersionsAndWeights) {
+  const auto [schedule, M] = GetParam();
+  ExecSpec s;
+  s.schedule = schedule;
+  s.stages = 3;
+  s.chunks = M;
+  const Plan plan = exec_plan(s);
+  const auto opt = float64_options(6);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  // (a) Every compute action ran on the version the schedule declares, as the runtime counts.
+  const PlanContext ctx(plan, 6);
+  const Schedule sched = make_schedule(schedule, ctx.shape);
+  std::map<std::tuple<int, int, int, int>, int> declared;  // device, op, stage, mb -> version
+  for (int d = 0; d < sched.num_devices(); ++d) {
+    for (const auto& a : sched.devices[static_cast<size_t>(d)]) {
+      if (stream_of(a.op) == StreamKind::kCompute) {
+        declared[{d, static_cast<int>(a.op), a.stage, a.op == Op::kOptimizerStep ? a.step : a.micro_batch}] = a.version;
+      }
+    }
+  }
+  int checked = 0;
+  for (const auto& e : r.timeline.events) {
+    const Action& a = e.action;
+    if (stream_of(a.op) != StreamKind::kCompute) continue;
+    const auto key = std::make_tuple(e.device, static_cast<int>(a.op), a.stage,
+                                     a.op == Op::kOptimizerStep ? a.step : a.micro_batch);
+    ASSERT_TRUE(declared.count(key));
+    EXPECT_EQ(a.version, declared[key]) << describe(a);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(declared.size()));
+  // (b) The weights equal single-process training at those versions.
+  const exec::ReferenceResult ref = exec::reference_training(plan, sched, opt);
+  std::vector<at::Tensor> expected;
+  for (const auto& st : ref.stage_parameters) expected.insert(expected.end(), st.begin(), st.end());
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, 3), expected), 1e-9);
+  // (c) Staleness is real: plain synchronous SGD ends elsewhere.
+  EXPECT_GT(max_relative_error(expected, testing::plain_training(plan, opt, 6)), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, AsyncUsesDeclaredVersions,
+                         ::testing::Combine(::testing::Values("pipedream", "ddg", "feature-replay",
+                                                              "ftpipe-async"),
+                                            ::testing::Values(1, 2)));
+
+TEST(ExecDataParallel, InProcessGPipeEqualsGlobalBatch) {
+  ExecSpec s;
+  s.stages = 2;
+  s.chunks = 2;
+  s.dp = 2;
+  const Plan plan = exec_plan(s);
+  const auto opt = float64_options(3);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  const auto reference = testing::plain_training(plan, opt, 3);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, 2, 0), reference), kTolerance);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, 2, 1), reference), kTolerance);
+  int allreduces = 0;
+  for (const auto& e : r.timeline.events) allreduces += e.action.op == Op::kAllReduce;
+  EXPECT_GT(allreduces, 0);
+}
+
+TEST(ExecLoss, LossFallsOnTheDigits) {
+  ExecSpec s;
+  s.model = "mlp";
+  s.stages = 2;
+  s.micro_batch = 8;
+  const Plan plan = exec_plan(s);
+  auto opt = float64_options(30);
+  opt.optimizer.lr = 0.1;
+  opt.data = "digits";
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  ASSERT_EQ(r.step_loss.size(), 30u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += r.step_loss[static_cast<size_t>(i)];
+  for (int i = 25; i < 30; ++i) last += r.step_loss[static_cast<size_t>(i)];
+  EXPECT_LT(last, first);
+}
+
+}  // namespace
+}  // namespace pipetwin
