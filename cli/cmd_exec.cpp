@@ -1,5 +1,6 @@
 // The executor's verbs: `pipetwin run` (a plan, for real) and `pipetwin profile` (a model).
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -11,13 +12,14 @@
 #include "exec/executor.hpp"
 #include "exec/launcher.hpp"
 #include "exec/profiler.hpp"
+#include "exec/tensor_io.hpp"
 
 namespace pipetwin::cli {
 
 namespace {
 
 struct RunArgs {
-  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd";
+  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd", save_parameters;
   int iterations = 0, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   uint64_t seed = 1;
   double lr = 0.01, momentum = 0;
@@ -44,7 +46,7 @@ char** g_argv = nullptr;
 void run_run(const RunArgs& a) {
   if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
     const int status = exec::launch_local(a.nproc, args_without_nproc(g_argc, g_argv), a.master_port,
-                                          std::chrono::seconds(a.timeout_s + 10));
+                                          std::chrono::seconds(5));
     if (status != 0) throw InputError(fmt::format("run: the {}-process job failed (exit status {})", a.nproc, status));
     return;
   }
@@ -67,6 +69,12 @@ void run_run(const RunArgs& a) {
   std::unique_ptr<exec::Distributed> dist;
   if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.timeout);
   const exec::ExecResult r = exec::execute_plan(plan, o, dist.get());
+  if (!a.save_parameters.empty()) {
+    std::filesystem::create_directories(a.save_parameters);
+    for (const auto& [key, tensors] : r.parameters) {
+      exec::save_tensors(fmt::format("{}/replica{}_stage{}.pt", a.save_parameters, key.first, key.second), tensors);
+    }
+  }
   if (env.rank != 0) return;
   if (!a.timeline.empty()) save_timeline(r.timeline, a.timeline);
   if (!a.metrics.empty()) save_metrics(r.metrics, a.metrics);
@@ -141,6 +149,8 @@ void add_exec_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--master-port", run->master_port, "rendezvous port for --nproc (default: a free one)");
   cmd->add_option("--timeout", run->timeout_s, "seconds to wait for a peer before failing")->capture_default_str();
+  cmd->add_option("--save-parameters", run->save_parameters,
+                  "write the final weights of every hosted stage to DIR/replicaR_stageS.pt");
   cmd->add_flag("-q,--quiet", run->quiet, "print nothing");
   cmd->callback([run] { run_run(*run); });
 

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   } catch (const pipetwin::InputError& e) {
     std::fprintf(stderr, "pipetwin: error: %s\n", e.what());
     return pipetwin::kExitInput;
+  } catch (const pipetwin::RunFailure& e) {
+    std::fprintf(stderr, "pipetwin: error: %s\n", e.what());
+    return pipetwin::kExitInternal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
     return pipetwin::kExitInternal;

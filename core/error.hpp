@@ -18,6 +18,13 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A run that failed while running: a peer died or stopped answering, a stage threw. The message
+// says which rank, device and action; the CLI prints it and exits with code 1.
+class RunFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Exit codes of the CLI.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;

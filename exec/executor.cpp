@@ -181,7 +181,7 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
   for (auto& w : workers) w->join();
   if (abort.raised()) {
     const std::string who = dist ? fmt::format("rank {}: ", rank) : std::string();
-    throw std::runtime_error(who + abort.message());
+    throw RunFailure(who + abort.message());
   }
 
   ExecResult result;

@@ -1,0 +1,128 @@
+// Multi-process runs over c10d Gloo on 127.0.0.1 (issue "Executor", Must show): `pipetwin run
+// --nproc N` gives the weights of single-process training, and a rank that dies or stops
+// answering ends the job with an error on every rank within a bounded time.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "exec/tensor_io.hpp"
+#include "exec_test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::ExecSpec;
+
+struct Outcome {
+  int status = 0;
+  std::string output;
+  double seconds = 0;
+};
+
+Outcome sh(const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  Outcome o;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof(buf), p)) o.output += buf;
+  const int raw = p ? ::pclose(p) : -1;
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 255;
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
+}
+
+class Distributed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pipetwin-dist-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write_plan(const Plan& plan) {
+    const std::string path = (dir_ / "plan.json").string();
+    save_plan(plan, path);
+    return path;
+  }
+  std::string run_command(const std::string& plan, int nproc, int iterations, const std::string& extra = "") {
+    return fmt::format("{}/pipetwin run --plan {} --nproc {} --iterations {} --float64 --seed 7 "
+                       "--optimizer sgd --lr 0.05 --momentum 0.9 --no-pin --timeout 20 -q "
+                       "--save-parameters {} {}",
+                       PIPETWIN_BINARY_DIR, plan, nproc, iterations, (dir_ / "weights").string(), extra);
+  }
+  std::vector<at::Tensor> weights(int replica, int stages) {
+    std::vector<at::Tensor> out;
+    for (int s = 0; s < stages; ++s) {
+      for (auto& t : exec::load_tensors((dir_ / "weights" / fmt::format("replica{}_stage{}.pt", replica, s)).string())) {
+        out.push_back(t);
+      }
+    }
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Distributed, TwoProcessGPipeWithDataParallelismEqualsSingleProcess) {
+  ExecSpec s;
+  s.stages = 2;
+  s.chunks = 2;
+  s.dp = 2;  // replica r on rank r: the all-reduce crosses processes
+  const Plan plan = testing::exec_plan(s);
+  const Outcome o = sh(run_command(write_plan(plan), 2, 3));
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto reference = testing::plain_training(plan, testing::float64_options(3), 3);
+  EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
+  EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
+}
+
+TEST_F(Distributed, FourProcessesOneDeviceEach) {
+  ExecSpec s;
+  s.stages = 2;
+  s.chunks = 2;
+  s.dp = 2;  // every send, recv and all-reduce crosses processes
+  s.schedule = "1f1b";
+  const Plan plan = testing::exec_plan(s);
+  const Outcome o = sh(run_command(write_plan(plan), 4, 2));
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto reference = testing::plain_training(plan, testing::float64_options(2), 2);
+  EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
+  EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
+}
+
+TEST_F(Distributed, ARankThatDiesEndsTheJobEverywhere) {
+  ExecSpec s;
+  s.stages = 2;
+  s.chunks = 4;
+  const Plan plan = testing::exec_plan(s);
+  const Outcome o = sh("PIPETWIN_FAULT=device=1,action=4,mode=exit " + run_command(write_plan(plan), 2, 3));
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.output, HasSubstr("rank 1 exited with status 3"));
+  EXPECT_THAT(o.output, HasSubstr("rank 0:"));  // the survivor reports its own error
+  EXPECT_LT(o.seconds, 45);
+}
+
+TEST_F(Distributed, ARankThatStopsAnsweringTimesOut) {
+  ExecSpec s;
+  s.stages = 2;
+  s.chunks = 4;
+  const Plan plan = testing::exec_plan(s);
+  const std::string cmd = run_command(write_plan(plan), 2, 3);
+  const Outcome o = sh("PIPETWIN_FAULT=device=1,action=4,mode=hang " +
+                       cmd.substr(0, cmd.find("--timeout")) + "--timeout 5" +
+                       cmd.substr(cmd.find("--timeout") + 12));
+  EXPECT_NE(o.status, 0);
+  EXPECT_THAT(o.output, HasSubstr("rank 0:"));
+  EXPECT_LT(o.seconds, 40);
+}
+
+}  // namespace
+}  // namespace pipetwin
