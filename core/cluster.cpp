@@ -26,7 +26,7 @@ double DeviceSpec::flops(const std::string& dtype) const {
 
 DeviceSpec device_from_json(const JsonView& j) {
   j.allow_only({"name", "kind", "description", "memory_bytes", "memory_bandwidth", "peak_flops",
-                "source"});
+                "source", "core_sharing"});
   DeviceSpec d;
   d.name = j.string("name");
   d.kind = j.string_or("kind", "gpu");
@@ -40,6 +40,8 @@ DeviceSpec device_from_json(const JsonView& j) {
   for (const auto& key : flops.keys()) d.peak_flops[key] = flops.at(key).as_positive();
   if (d.peak_flops.empty()) flops.fail("needs at least one dtype");
   d.source = j.string_or("source", "");
+  d.core_sharing = j.int32_or("core_sharing", 0);
+  if (d.core_sharing < 0) j.at("core_sharing").fail("must not be negative");
   return d;
 }
 
@@ -64,6 +66,7 @@ Json device_to_json(const DeviceSpec& d) {
   for (const auto& [k, v] : d.peak_flops) flops[k] = v;
   j["peak_flops"] = flops;
   if (!d.source.empty()) j["source"] = d.source;
+  if (d.core_sharing > 1) j["core_sharing"] = d.core_sharing;
   return j;
 }
 

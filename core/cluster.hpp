@@ -27,6 +27,9 @@ struct DeviceSpec {
   double memory_bandwidth = 0;          // bytes/s
   std::map<std::string, double> peak_flops;  // per dtype: "float32", "float16", "bfloat16", ...
   std::string source;                   // where the figures come from
+  // Devices of a node that share one compute core, in consecutive groups of this size (two
+  // hyper-threads of a physical core: 2); 0 or 1: devices are independent (GPUs).
+  int core_sharing = 0;
 
   // Peak FLOP/s for `dtype`, falling back to float32; 0 when unknown.
   double flops(const std::string& dtype) const;
@@ -55,6 +58,11 @@ struct Cluster {
   // The link between two devices (intra-node when they share a node).
   const LinkSpec& link(int a, int b) const {
     return node_of(a) == node_of(b) ? intra_node : inter_node;
+  }
+  // The compute-sharing group of a device (-1: it shares with nobody).
+  int sharing_group(int d) const {
+    if (device.core_sharing < 2) return -1;
+    return node_of(d) * devices_per_node + (d % devices_per_node) / device.core_sharing;
   }
 };
 

@@ -20,14 +20,15 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
                                  options_.frozen_layers));
   }
   for (const auto& layer : profile_.layers) {
-    std::vector<double> b, f, bw, r;
+    std::vector<double> b, f, bw, r, c;
     for (const auto& t : layer.timings) {
       b.push_back(t.micro_batch);
       f.push_back(t.forward_s);
       bw.push_back(t.backward_s);
       r.push_back(t.recompute_s);
+      c.push_back(t.contention);
     }
-    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r)});
+    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r), fit_linear(b, c)});
   }
 }
 
@@ -47,6 +48,10 @@ double CostModel::optimizer_s(int layer) const {
   return frozen(layer) ? 0
                        : profile_.layers[static_cast<size_t>(layer)].optimizer_step_s *
                              options_.compute_scale;
+}
+
+double CostModel::contention(int layer, double b) const {
+  return std::max(1.0, fits(layer).contended(b));
 }
 
 double CostModel::transfer_s(double bytes, int a, int b) const {
@@ -101,10 +106,15 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
   for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
   for (int l : layers) {
     const auto& p = profile_.layers[static_cast<size_t>(l)];
+    const double k = contention(l, b);
     c.forward_s += forward_s(l, b);
     c.backward_s += backward_s(l, b);
     c.recompute_s += recompute_s(l, b);
     c.optimizer_s += optimizer_s(l);
+    c.forward_shared_s += k * forward_s(l, b);
+    c.backward_shared_s += k * backward_s(l, b);
+    c.recompute_shared_s += k * recompute_s(l, b);
+    c.optimizer_shared_s += k * optimizer_s(l);
     const double footprint = 2 * p.param_bytes + p.optimizer_bytes;
     if (frozen(l)) {
       c.frozen_bytes += options_.lambda_frozen * footprint;

@@ -45,6 +45,7 @@ struct CostOptions {
 
 struct LayerFits {
   LinearFit forward, backward, recompute;
+  LinearFit contended;  // contention factor vs micro-batch size
 };
 
 // Everything the engines need to know about one stage at one micro-batch size.
@@ -54,6 +55,11 @@ struct StageCost {
   double backward_s = 0;
   double recompute_s = 0;
   double optimizer_s = 0;
+  // The same while a device sharing the compute core works too (equal without contention).
+  double forward_shared_s = 0;
+  double backward_shared_s = 0;
+  double recompute_shared_s = 0;
+  double optimizer_shared_s = 0;
   double input_bytes = 0;    // per micro-batch: activations received (or the model input)
   double saved_bytes = 0;    // per micro-batch: activations kept for backward
   double param_bytes = 0;    // active layers
@@ -80,6 +86,8 @@ class CostModel {
   double backward_s(int layer, double b) const;
   double recompute_s(int layer, double b) const;
   double optimizer_s(int layer) const;
+  // Slow-down of a layer while a device sharing its compute core works too (>= 1).
+  double contention(int layer, double b) const;
   const LayerFits& fits(int layer) const { return fits_[static_cast<size_t>(layer)]; }
 
   double transfer_s(double bytes, int device_a, int device_b) const;

@@ -13,7 +13,7 @@ constexpr const char* kFormat = "pipetwin.profile";
 constexpr int kVersion = 1;
 
 LayerTiming timing_from_json(const JsonView& j) {
-  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s"});
+  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "contention"});
   LayerTiming t;
   const int64_t mb = j.integer("micro_batch");
   if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
@@ -25,6 +25,8 @@ LayerTiming timing_from_json(const JsonView& j) {
   t.forward_s = j.nonneg("forward_s");
   t.backward_s = j.nonneg("backward_s");
   t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
+  t.contention = j.positive_or("contention", 1.0);
+  if (t.contention < 1) j.at("contention").fail(fmt::format("must be at least 1 ({} given)", t.contention));
   return t;
 }
 
@@ -126,10 +128,12 @@ Json profile_to_json(const Profile& p) {
     jl["kind"] = l.kind;
     Json timings = Json::array();
     for (const auto& t : l.timings) {
-      timings.push_back({{"micro_batch", t.micro_batch},
-                         {"forward_s", t.forward_s},
-                         {"backward_s", t.backward_s},
-                         {"recompute_s", t.recompute_s}});
+      Json jt = {{"micro_batch", t.micro_batch},
+                 {"forward_s", t.forward_s},
+                 {"backward_s", t.backward_s},
+                 {"recompute_s", t.recompute_s}};
+      if (t.contention != 1.0) jt["contention"] = t.contention;
+      timings.push_back(std::move(jt));
     }
     jl["timings"] = std::move(timings);
     jl["output_bytes_per_sample"] = l.output_bytes_per_sample;

@@ -24,6 +24,9 @@ struct LayerTiming {
   double forward_s = 0;
   double backward_s = 0;   // full backward: input and weight gradients
   double recompute_s = 0;  // forward again under checkpointing (usually == forward_s)
+  // How much slower the layer runs while a device that shares its compute resources (the other
+  // hyper-thread of a CPU core) runs the same kind of work: measured time ratio, >= 1.
+  double contention = 1.0;
 };
 
 struct LayerProfile {

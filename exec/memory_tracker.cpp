@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -37,17 +38,36 @@ void add(size_t slot, int64_t bytes) {
   }
 }
 
-// What the counting allocator keeps per allocation: the wrapped DataPtr and whom to credit.
-struct Context {
+// What the counting allocator keeps per allocation: the wrapped DataPtr and whom to credit,
+// keyed by the data pointer. The context of the DataPtr we hand out is the data pointer itself,
+// as c10::Allocator::raw_allocate requires (oneDNN kernels allocate through it).
+struct Entry {
   c10::DataPtr inner;
   int64_t bytes;
   size_t slot;
 };
 
-void release(void* ctx) {
-  auto* c = static_cast<Context*>(ctx);
-  add(c->slot, -c->bytes);
-  delete c;  // frees `inner` through the wrapped allocator
+std::mutex& table_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::unordered_map<void*, Entry>& table() {
+  static auto* t = new std::unordered_map<void*, Entry>();  // outlives static destruction
+  return *t;
+}
+
+void release(void* data) {
+  Entry e;
+  {
+    std::lock_guard<std::mutex> lock(table_mutex());
+    auto it = table().find(data);
+    if (it == table().end()) return;
+    e = std::move(it->second);
+    table().erase(it);
+  }
+  add(e.slot, -e.bytes);
+  // e.inner frees the memory through the wrapped allocator when it goes out of scope.
 }
 
 class CountingAllocator final : public c10::Allocator {
@@ -57,11 +77,16 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) PIPETWIN_ALLOCATOR_CONST override {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
+    if (data == nullptr || n == 0) return inner;
     const size_t slot = slot_of(tls_device);
     add(slot, static_cast<int64_t>(n));
-    auto* ctx = new Context{std::move(inner), static_cast<int64_t>(n), slot};
-    return {data, ctx, &release, c10::Device(c10::DeviceType::CPU)};
+    {
+      std::lock_guard<std::mutex> lock(table_mutex());
+      table()[data] = Entry{std::move(inner), static_cast<int64_t>(n), slot};
+    }
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 #if PIPETWIN_ALLOCATOR_HAS_COPY_DATA
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);

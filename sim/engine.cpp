@@ -1,5 +1,7 @@
 #include "sim/engine.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace pipetwin::sim {
@@ -44,6 +46,15 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
   ready_.assign(static_cast<size_t>(n), 0);
   group_ready_.assign(g.group_begin.empty() ? 0 : g.group_begin.size() - 1, 0);
   queue_.clear();
+  if (!g.stream_share.empty()) {
+    int shares = 0;
+    for (int32_t sh : g.stream_share) shares = std::max(shares, sh + 1);
+    running_.assign(static_cast<size_t>(shares), {});
+    left_.assign(static_cast<size_t>(n), 1.0);
+    since_.assign(static_cast<size_t>(n), 0.0);
+    rate_.assign(static_cast<size_t>(n), 0.0);
+    epoch_.assign(static_cast<size_t>(n), 0);
+  }
   for (int s = 0; s < g.num_streams; ++s) {
     const int32_t b = g.stream_begin[static_cast<size_t>(s)];
     if (b < g.stream_begin[static_cast<size_t>(s) + 1]) try_start(g, g.stream_tasks[static_cast<size_t>(b)], 0);
@@ -56,6 +67,14 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
       continue;
     }
     const auto task = static_cast<size_t>(e.id);
+    const int share = share_of(g, e.id);
+    if (share >= 0) {
+      if (e.epoch != epoch_[task]) continue;  // superseded by a re-timing
+      end[task] = e.time;
+      auto& run = running_[static_cast<size_t>(share)];
+      run.erase(std::find(run.begin(), run.end(), e.id));
+      reshare(g, share, e.time);
+    }
     ++completed;
     const auto s = static_cast<size_t>(g.stream[task]);
     busy_[s] = 0;
@@ -100,12 +119,36 @@ void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
   }
 }
 
+void Engine::reshare(const TaskGraph& g, int share, double now) {
+  const auto& run = running_[static_cast<size_t>(share)];
+  const bool shared = run.size() >= 2;
+  for (int32_t id : run) {
+    const auto t = static_cast<size_t>(id);
+    left_[t] = std::max(0.0, left_[t] - (now - since_[t]) * rate_[t]);
+    since_[t] = now;
+    const double d = shared && !g.shared_duration.empty() ? g.shared_duration[t] : g.duration[t];
+    rate_[t] = d > 0 ? 1.0 / d : 0.0;
+    const double finish = d > 0 ? now + left_[t] * d : now;
+    (*end_)[t] = finish;
+    queue_.push(finish, id, kTaskEnd, ++epoch_[t]);
+  }
+}
+
 void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
   const auto t = static_cast<size_t>(task);
   busy_[static_cast<size_t>(g.stream[t])] = 1;
   (*start_)[t] = now;
   (*end_)[t] = now + g.duration[t];
-  queue_.push(now + g.duration[t], task, kTaskEnd);
+  const int share = share_of(g, task);
+  if (share >= 0) {
+    left_[t] = 1.0;
+    since_[t] = now;
+    rate_[t] = 0;
+    running_[static_cast<size_t>(share)].push_back(task);
+    reshare(g, share, now);
+  } else {
+    queue_.push(now + g.duration[t], task, kTaskEnd);
+  }
   for (int32_t k = g.out_begin[t]; k < g.out_begin[t + 1]; ++k) {
     const double offset = g.out_offset[static_cast<size_t>(k)];
     if (offset >= 0) queue_.push(now + std::min(offset, g.duration[t]), g.out_task[static_cast<size_t>(k)], kEdgeReady);

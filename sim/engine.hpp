@@ -9,6 +9,12 @@
 // members of an all-reduce) start together, once every member could start. Events at equal times
 // are processed in the order they were scheduled (event_queue.hpp), so runs are deterministic.
 //
+// Streams may share a capacity (processor sharing): streams in one sharing group — the compute
+// streams of two vCPUs that are hyper-threads of one physical core, say — slow each other down.
+// A task runs at its own speed while it is alone in its group and at `shared_duration` speed
+// while another task of the group runs too; when a task of the group starts or ends, the
+// remaining work of the others is carried over at the new speed and their end rescheduled.
+//
 // Thread-safety: an Engine is not thread-safe; use one per thread. A TaskGraph is immutable once
 // prepared and may be shared by engines on several threads.
 #pragma once
@@ -34,6 +40,10 @@ struct TaskGraph {
   std::vector<int32_t> group;                 // per task, -1 for none
   std::vector<int32_t> group_begin;           // CSR: members of each group
   std::vector<int32_t> group_members;
+  // Processor sharing (optional): per stream its sharing group (-1: none), and per task its
+  // duration while sharing (empty: equal to `duration`).
+  std::vector<int32_t> stream_share;
+  std::vector<double> shared_duration;
 
   int num_tasks() const { return static_cast<int>(duration.size()); }
   // Builds the reverse edges the engine walks; call after filling the graph.
@@ -56,6 +66,11 @@ class Engine {
  private:
   void try_start(const TaskGraph& g, int32_t task, double now);
   void start_task(const TaskGraph& g, int32_t task, double now);
+  // Processor sharing: re-times the running tasks of `share` after its membership changed.
+  void reshare(const TaskGraph& g, int share, double now);
+  int share_of(const TaskGraph& g, int32_t task) const {
+    return g.stream_share.empty() ? -1 : g.stream_share[static_cast<size_t>(g.stream[static_cast<size_t>(task)])];
+  }
 
   EventQueue queue_;
   std::vector<int32_t> pending_;
@@ -63,6 +78,11 @@ class Engine {
   std::vector<uint8_t> busy_;
   std::vector<uint8_t> ready_;
   std::vector<int32_t> group_ready_;
+  // Processor sharing state: per task the work left (fraction of the task), the time it was last
+  // updated, and an epoch that invalidates superseded end events; per share the running tasks.
+  std::vector<double> left_, since_, rate_;
+  std::vector<uint32_t> epoch_;
+  std::vector<std::vector<int32_t>> running_;
   std::vector<double>* start_ = nullptr;
   std::vector<double>* end_ = nullptr;
 };

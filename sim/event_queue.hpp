@@ -18,11 +18,14 @@ struct Event {
   uint64_t seq = 0;
   int32_t id = 0;     // what the event is about (a task, an edge)
   uint8_t kind = 0;   // meaning chosen by the simulation
+  uint32_t epoch = 0; // lets a simulation discard superseded events
 };
 
 class EventQueue {
  public:
-  void push(double time, int32_t id, uint8_t kind) { heap_.push(Event{time, next_seq_++, id, kind}); }
+  void push(double time, int32_t id, uint8_t kind, uint32_t epoch = 0) {
+    heap_.push(Event{time, next_seq_++, id, kind, epoch});
+  }
   bool empty() const { return heap_.empty(); }
   Event pop() {
     Event e = heap_.top();

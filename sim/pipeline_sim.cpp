@@ -39,7 +39,33 @@ PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedul
     for (int32_t m : schedule_.group_members(g)) tasks_.group_members.push_back(m);
     tasks_.group_begin.push_back(static_cast<int32_t>(tasks_.group_members.size()));
   }
+  // Compute streams of devices that share a core slow each other down (processor sharing).
+  bool sharing = false;
+  tasks_.stream_share.assign(static_cast<size_t>(tasks_.num_streams), -1);
+  for (int d = 0; d < schedule_.num_devices(); ++d) {
+    const int group = ctx_.plan.cluster.sharing_group(ctx_.placement[static_cast<size_t>(d)]);
+    tasks_.stream_share[static_cast<size_t>(d * kStreamsPerDevice)] = group;
+    sharing = sharing || group >= 0;
+  }
+  if (sharing) {
+    tasks_.shared_duration.resize(static_cast<size_t>(n));
+    for (int id = 0; id < n; ++id) tasks_.shared_duration[static_cast<size_t>(id)] = shared_duration(id);
+  } else {
+    tasks_.stream_share.clear();
+  }
   tasks_.prepare();
+}
+
+double PipelineSimulator::shared_duration(int id) const {
+  const Action& a = schedule_.action(id);
+  const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
+  switch (a.op) {
+    case Op::kForward: return st.forward_shared_s;
+    case Op::kBackward: return st.backward_shared_s;
+    case Op::kRecompute: return st.recompute_shared_s;
+    case Op::kOptimizerStep: return st.optimizer_shared_s;
+    default: return duration(id);
+  }
 }
 
 double PipelineSimulator::duration(int id) const {

@@ -47,6 +47,7 @@ class PipelineSimulator {
 
  private:
   double duration(int id) const;
+  double shared_duration(int id) const;  // while a device sharing the compute core works too
   std::vector<std::string> device_names() const;
 
   const PlanContext& ctx_;

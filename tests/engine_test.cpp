@@ -165,3 +165,49 @@ TEST(Engine, ReusableAcrossRuns) {
 
 }  // namespace
 }  // namespace pipetwin::sim
+
+namespace pipetwin::sim {
+namespace {
+
+TEST(EngineSharing, TasksSlowEachOtherOnlyWhileBothRun) {
+  // Two streams sharing one core: alone a task takes its duration, together 1.5x as long.
+  G b;
+  const int a = b.task(0, 4.0);
+  const int c = b.task(1, 2.0);
+  b.g.stream_share = {0, 0};
+  b.g.shared_duration = {6.0, 3.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  // Both start at 0 at the shared rates; c finishes its 3 s of shared work at 3, by which time a
+  // has done 3/6 of its work; the remaining half runs alone: 0.5 * 4 = 2 more seconds.
+  EXPECT_DOUBLE_EQ(e[c], 3.0);
+  EXPECT_DOUBLE_EQ(e[a], 5.0);
+}
+
+TEST(EngineSharing, UnsharedStreamsAreUnaffected) {
+  G b;
+  const int a = b.task(0, 4.0);
+  const int c = b.task(1, 2.0);
+  b.g.stream_share = {0, -1};
+  b.g.shared_duration = {6.0, 3.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[a], 4.0);
+  EXPECT_DOUBLE_EQ(e[c], 2.0);
+}
+
+TEST(EngineSharing, SequentialTasksRunAtFullSpeed) {
+  G b;
+  const int a = b.task(0, 4.0);
+  const int c = b.task(1, 2.0);
+  b.dep(c, a);
+  b.g.stream_share = {0, 0};
+  b.g.shared_duration = {6.0, 3.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[a], 4.0);
+  EXPECT_DOUBLE_EQ(e[c], 6.0);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim
