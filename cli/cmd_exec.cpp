@@ -90,7 +90,7 @@ struct ProfileArgs {
   std::string model, output, device = "cpu-core", micro = "1,2,4,8", optimizer = "sgd";
   int warmup = 2, repeats = 7, threads = 1;
   double momentum = 0;
-  bool float64 = false, quiet = false;
+  bool float64 = false, quiet = false, no_contention = false;
 };
 
 void run_profile(const ProfileArgs& a) {
@@ -109,19 +109,21 @@ void run_profile(const ProfileArgs& a) {
   }
   o.warmup = a.warmup;
   o.repeats = a.repeats;
-  if (o.repeats < 1) throw InputError(fmt::format("--repeats must be positive ({} given)", o.repeats));
   o.threads = a.threads;
   o.float64 = a.float64;
+  o.contention = !a.no_contention;
   o.device = a.device;
   o.optimizer.kind = a.optimizer;
   o.optimizer.momentum = a.momentum;
   const Profile p = exec::profile_model(a.model, o);
   save_profile(p, a.output);
   if (a.quiet) return;
-  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "params", "saved/sample"});
+  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "contention", "params",
+           "saved/sample"});
   for (const auto& l : p.layers) {
     t.add({l.name, l.kind, fmt_seconds(l.timings.back().forward_s), fmt_seconds(l.timings.back().backward_s),
-           fmt_bytes(l.param_bytes), fmt_bytes(l.saved_bytes_per_sample)});
+           fmt::format("{:.2f}x", l.timings.back().contention), fmt_bytes(l.param_bytes),
+           fmt_bytes(l.saved_bytes_per_sample)});
   }
   std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(), p.layers.size(),
               t.render().c_str());
@@ -166,6 +168,8 @@ void add_exec_commands(CLI::App& app) {
       ->capture_default_str();
   p->add_option("--momentum", prof->momentum, "SGD momentum")->capture_default_str();
   p->add_flag("--float64", prof->float64, "profile in float64");
+  p->add_flag("--no-contention", prof->no_contention,
+              "skip measuring the slow-down under a co-runner on the second core");
   p->add_flag("-q,--quiet", prof->quiet, "print nothing");
   p->add_option("-o,--output", prof->output, "profile JSON to write")->required();
   p->callback([prof] { run_profile(*prof); });

@@ -54,6 +54,12 @@ double CostModel::contention(int layer, double b) const {
   return std::max(1.0, fits(layer).contended(b));
 }
 
+double CostModel::device_slowdown(int device) const {
+  const auto& slow = profile_.core_slowdown;
+  if (slow.empty() || cluster_.device.kind != "cpu" || device < 0) return 1.0;
+  return slow[static_cast<size_t>(device) % slow.size()];
+}
+
 double CostModel::transfer_s(double bytes, int a, int b) const {
   if (a == b || bytes <= 0) return 0;
   const LinkSpec& link = cluster_.link(a, b);

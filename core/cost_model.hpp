@@ -88,6 +88,9 @@ class CostModel {
   double optimizer_s(int layer) const;
   // Slow-down of a layer while a device sharing its compute core works too (>= 1).
   double contention(int layer, double b) const;
+  // Compute-time multiplier of cluster device d: the profile's core_slowdown of the core a CPU
+  // device runs on (the executor pins device d to core d mod cores); 1 for other devices.
+  double device_slowdown(int device) const;
   const LayerFits& fits(int layer) const { return fits_[static_cast<size_t>(layer)]; }
 
   double transfer_s(double bytes, int device_a, int device_b) const;

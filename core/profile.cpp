@@ -69,7 +69,7 @@ std::vector<ProfileEdge> Profile::effective_edges() const {
 Profile profile_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes",
-                  "input_bytes_per_sample", "layers", "edges"});
+                  "input_bytes_per_sample", "layers", "edges", "core_slowdown"});
   Profile p;
   p.model = doc.string("model");
   p.device = doc.string("device");
@@ -108,6 +108,9 @@ Profile profile_from_json(const JsonView& doc) {
       p.edges.push_back(edge);
     }
   }
+  if (auto slow = doc.find("core_slowdown")) {
+    for (const auto& v : slow->items()) p.core_slowdown.push_back(v.as_positive());
+  }
   return p;
 }
 
@@ -121,6 +124,7 @@ Json profile_to_json(const Profile& p) {
   doc["source"] = p.source;
   if (!p.notes.empty()) doc["notes"] = p.notes;
   doc["input_bytes_per_sample"] = p.input_bytes_per_sample;
+  if (!p.core_slowdown.empty()) doc["core_slowdown"] = p.core_slowdown;
   Json layers = Json::array();
   for (const auto& l : p.layers) {
     Json jl;

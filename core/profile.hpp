@@ -55,6 +55,10 @@ struct Profile {
   double input_bytes_per_sample = 0;   // the model's input (fed to the first layer)
   std::vector<LayerProfile> layers;
   std::vector<ProfileEdge> edges;      // empty: a chain
+  // CPU profiles: the time of the same work on each core the profiler could use, over its time
+  // on the first core (where the layer times were taken); empty: cores are alike. Cores of one
+  // virtual machine need not be alike (we measured one vCPU 27% slower than the other, steadily).
+  std::vector<double> core_slowdown;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Explicit edges, or the implied chain.

@@ -19,16 +19,20 @@ C10dTransport::C10dTransport(Distributed& dist, std::vector<int> device_rank, Ab
     : dist_(dist), device_rank_(std::move(device_rank)), abort_(abort), local_(abort) {}
 
 void C10dTransport::prepare_groups(const std::vector<std::vector<int>>& device_sets) {
-  for (const auto& devices : device_sets) {
+  // One process group per device set (a stage's replicas), even when two sets span the same
+  // ranks: the collective streams of different stages issue all-reduces concurrently, and Gloo
+  // matches the collectives of one group by their order, which threads do not keep.
+  for (auto devices : device_sets) {
+    std::sort(devices.begin(), devices.end());
     std::vector<int> ranks;
     for (int d : devices) ranks.push_back(rank_of(d));
     std::sort(ranks.begin(), ranks.end());
     ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    if (ranks.size() < 2 || groups_.count(ranks)) continue;
+    if (ranks.size() < 2 || groups_.count(devices)) continue;
     if (std::find(ranks.begin(), ranks.end(), dist_.rank()) == ranks.end()) continue;
     std::string name = "allreduce";
-    for (int r : ranks) name += "." + std::to_string(r);
-    groups_[ranks] = &dist_.group(ranks, name);
+    for (int d : devices) name += ".d" + std::to_string(d);
+    groups_[devices] = &dist_.group(ranks, name);
   }
 }
 
@@ -68,7 +72,9 @@ void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::v
   const bool leader = me == local.front();
   const int64_t share_tag = -1 - tag;  // a tag no point-to-point message uses
   if (leader) {
-    auto it = groups_.find(ranks);
+    std::vector<int> key = devices;
+    std::sort(key.begin(), key.end());
+    auto it = groups_.find(key);
     if (it == groups_.end()) throw std::logic_error("C10dTransport: all-reduce group not prepared");
     c10d::ProcessGroup* group = it->second;
     std::vector<at::Tensor> flat{at::cat(

@@ -75,12 +75,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> Distributed::make_group(const std::string
 }
 
 c10d::ProcessGroup& Distributed::group(const std::vector<int>& ranks, const std::string& name) {
-  auto it = groups_.find(ranks);
+  auto it = groups_.find(name);
   if (it != groups_.end()) return *it->second;
   const auto pos = std::find(ranks.begin(), ranks.end(), env_.rank);
   if (pos == ranks.end()) throw std::logic_error("Distributed::group: this rank is not a member");
   auto pg = make_group(name, static_cast<int>(pos - ranks.begin()), static_cast<int>(ranks.size()));
-  return *groups_.emplace(ranks, std::move(pg)).first->second;
+  return *groups_.emplace(name, std::move(pg)).first->second;
 }
 
 void Distributed::barrier() { world_->barrier()->wait(timeout_); }

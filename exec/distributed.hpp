@@ -46,8 +46,9 @@ class Distributed {
   c10d::Store& store() { return *store_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  // A process group over `ranks` (sorted, containing this rank), created on first use; every rank
-  // in `ranks` must ask for it in the same order. `name` keys its part of the store.
+  // The process group `name` over `ranks` (sorted, containing this rank), created on first use;
+  // every rank in `ranks` must ask for it in the same order. `name` identifies the group (two
+  // groups may span the same ranks) and keys its part of the store.
   c10d::ProcessGroup& group(const std::vector<int>& ranks, const std::string& name);
   // Blocks until every rank arrives (or the timeout passes).
   void barrier();
@@ -59,7 +60,7 @@ class Distributed {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> world_;
-  std::map<std::vector<int>, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;
+  std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // by name
 };
 
 }  // namespace pipetwin::exec

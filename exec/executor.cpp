@@ -10,6 +10,7 @@
 #include "exec/c10d_transport.hpp"
 #include "exec/distributed.hpp"
 #include "exec/inprocess_transport.hpp"
+#include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/timeline_exchange.hpp"
 #include "exec/worker.hpp"
@@ -74,6 +75,7 @@ std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at
 ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* dist) {
   opt.optimizer.validate();
   MemoryTracker::install();
+  tune_malloc();
   // The main thread builds the model and dry-runs it: keep it to the stage thread count, so no
   // idle OpenMP team spins on the cores the stages will use.
   at::set_num_threads(opt.threads_per_stage);

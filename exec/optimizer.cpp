@@ -19,8 +19,10 @@ void OptimizerConfig::validate() const {
     throw InputError(fmt::format("--optimizer: expected sgd or adam, got \"{}\"", kind));
   }
   if (!(lr > 0)) throw InputError(fmt::format("--lr must be positive ({} given)", lr));
-  if (momentum < 0 || momentum >= 1) throw InputError(fmt::format("--momentum must be in [0, 1) ({} given)", momentum));
-  if (weight_decay < 0) throw InputError(fmt::format("--weight-decay must not be negative ({} given)", weight_decay));
+  if (momentum < 0 || momentum >= 1)
+    throw InputError(fmt::format("--momentum must be in [0, 1) ({} given)", momentum));
+  if (weight_decay < 0)
+    throw InputError(fmt::format("--weight-decay must not be negative ({} given)", weight_decay));
 }
 
 void Optimizer::step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
@@ -39,7 +41,13 @@ void Optimizer::step(const std::vector<at::Tensor>& params, const std::vector<at
         buf_[i] = buf_[i].defined() ? buf_[i].mul_(c.momentum).add_(g) : g.clone();
         g = buf_[i];
       }
-      out[i].copy_(p - c.lr * g);
+      // torch.optim.SGD: param.add_(grad, alpha=-lr); out of place when `out` is another version.
+      if (out[i].is_same(p)) {
+        out[i].add_(g, -c.lr);
+      } else {
+        at::Tensor dst = out[i];  // a handle: the storage is shared
+        at::add_out(dst, p, g, -c.lr);
+      }
     } else {
       if (exp_avg_.size() <= i) {
         exp_avg_.resize(params.size());
@@ -54,7 +62,13 @@ void Optimizer::step(const std::vector<at::Tensor>& params, const std::vector<at
       const double bc1 = 1 - std::pow(c.beta1, static_cast<double>(steps_));
       const double bc2 = 1 - std::pow(c.beta2, static_cast<double>(steps_));
       const at::Tensor denom = (exp_avg_sq_[i].sqrt() / std::sqrt(bc2)).add_(c.eps);
-      out[i].copy_(p - (c.lr / bc1) * exp_avg_[i] / denom);
+      // torch.optim.Adam: param.addcdiv_(exp_avg, denom, value=-lr / bias_correction1).
+      if (out[i].is_same(p)) {
+        out[i].addcdiv_(exp_avg_[i], denom, -c.lr / bc1);
+      } else {
+        at::Tensor dst = out[i];
+        at::addcdiv_out(dst, p, exp_avg_[i], denom, -c.lr / bc1);
+      }
     }
   }
 }

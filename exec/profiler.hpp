@@ -1,12 +1,31 @@
 // Profiler: measures a model's Profile (core/profile.hpp) on this machine.
 //
-// For each micro-batch size and each layer, in isolation on the layer's real input (the previous
-// layers' output): forward time with autograd (what a stage runs), backward time (the last layer
-// through the loss), recompute time (the forward again, as checkpointing replays it), each the
-// median of `repeats` runs after `warmup` runs; bytes per sample of the output and of everything
-// the forward keeps alive for backward (measured by the counting allocator, memory_tracker.hpp);
-// parameter and optimizer-state bytes; and the time of the layer's optimizer step. The compute
-// thread is pinned and runs `threads` intra-op threads, as the executor's stage threads do.
+// Layers are timed in sequence, the way a stage runs them, so each sees the caches a pipeline
+// run leaves it: one pass at micro-batch size b is the forward of every layer in order (timed per
+// layer; each layer's input is the previous output detached, which is what a stage with per-layer
+// backward does and costs nothing measurable), the forward again (the recompute that
+// checkpointing replays before backward, timed per layer), the backward of every layer in reverse
+// order on that graph (timed per layer; the last layer's backward starts at the loss) and one
+// optimizer step per layer on the gradients it produced (zeroing them after, as a stage does). Each
+// figure is the median over `repeats` passes after `warmup` passes. The first layer computes no
+// input gradient, as the first stage does not.
+//
+// Contention: where the process may use two cores or more and `contention` is on, the passes are
+// repeated while a co-runner thread, pinned to the second core with its own copy of the model,
+// runs the same passes without pause; each layer's contention factor at size b is its
+// (forward + backward) time with the co-runner over its time alone, at least 1. On the CI
+// machine class the two vCPUs share one physical core (hardware/devices.json, cpu-core
+// core_sharing), and the simulator uses this factor while two stages of a core compute at once.
+// The co-runner runs the same layers rather than another stage's: a careful approximation, since
+// which layers overlap in a pipeline depends on the plan; the factor depends mostly on the
+// operation kind (GEMM vs memory-bound), which the co-runner's mix shares with the model's.
+//
+// Cores: with two usable cores or more (and `contention` on), the passes at the largest size are
+// also timed alone on each core (at most 8), giving the profile's core_slowdown: the cores of a
+// virtual machine need not be alike.
+//
+// Memory: bytes per sample of the output and of everything the forward keeps alive for backward
+// (the counting allocator, memory_tracker.hpp); parameter and optimizer-state bytes.
 //
 // Thread-safety: call from one thread at a time (it uses the process-wide memory counters).
 #pragma once
@@ -26,6 +45,7 @@ struct ProfileOptions {
   bool float64 = false;
   int threads = 1;
   bool pin = true;
+  bool contention = true;  // measure contention factors (needs two usable cores)
   uint64_t seed = 1;
   OptimizerConfig optimizer;
   std::string device = "cpu-core";  // catalog name recorded in the profile

@@ -1,37 +1,15 @@
 #include "exec/worker.hpp"
 
-#include <dlfcn.h>
 #include <cstdlib>
-#include <pthread.h>
-#include <sched.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 
 namespace pipetwin::exec {
-
-namespace {
-
-// OpenBLAS keeps its own thread pool; ATen's set_num_threads does not reach it.
-void set_blas_threads(int n) {
-  using Fn = void (*)(int);
-  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  if (fn != nullptr) fn(n);
-}
-
-void pin_to_core(int core) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (cores <= 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core % cores, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-}  // namespace
 
 void StartGate::warmed_up() {
   {
@@ -43,7 +21,8 @@ void StartGate::warmed_up() {
 
 void StartGate::wait_warmed_up(AbortSignal& abort) {
   std::unique_lock<std::mutex> lock(mu_);
-  abort.wait(cv_, lock, [&] { return pending_ <= 0; }, "the stages to warm up");
+  abort.wait(
+      cv_, lock, [&] { return pending_ <= 0; }, "the stages to warm up");
 }
 
 void StartGate::open() {
@@ -56,7 +35,8 @@ void StartGate::open() {
 
 void StartGate::wait_open(AbortSignal& abort) {
   std::unique_lock<std::mutex> lock(mu_);
-  abort.wait(cv_, lock, [&] { return open_; }, "the start of the run");
+  abort.wait(
+      cv_, lock, [&] { return open_; }, "the start of the run");
 }
 
 InjectedFault InjectedFault::from_environment() {
@@ -67,7 +47,8 @@ InjectedFault InjectedFault::from_environment() {
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     const size_t eq = item.find('=');
     if (eq != std::string::npos) {
       const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
@@ -114,7 +95,9 @@ DeviceWorker::DeviceWorker(int device, WorkerShared& shared, std::map<int, Stage
   }
 }
 
-DeviceWorker::~DeviceWorker() { join(); }
+DeviceWorker::~DeviceWorker() {
+  join();
+}
 
 void DeviceWorker::start() {
   for (int s = 0; s < kStreamsPerDevice; ++s) {
@@ -166,10 +149,11 @@ double DeviceWorker::now() const {
 void DeviceWorker::run_stream(StreamKind stream) {
   MemoryTracker::ScopedDevice attribute(device_);
   if (stream == StreamKind::kCompute) {
-    at::init_num_threads();
-    at::set_num_threads(shared_.threads_per_stage);
-    set_blas_threads(shared_.threads_per_stage);
-    if (shared_.pin_threads) pin_to_core(device_);
+    configure_compute_thread(shared_.threads_per_stage, device_, shared_.pin_threads);
+  } else {
+    // Copy streams copy tensors: one thread, so no OpenMP team of theirs spins on the cores the
+    // compute threads use (a new thread starts with as many OpenMP threads as there are cores).
+    configure_compute_thread(1, device_, false);
   }
   const auto& cs = *shared_.schedule;
   int current = -1;
@@ -189,11 +173,11 @@ void DeviceWorker::run_stream(StreamKind stream) {
   } catch (const Aborted&) {
     // Another worker failed first; its message is the one reported.
   } catch (const std::exception& e) {
-    const std::string where =
-        current >= 0 ? fmt::format("action {} ({})", cs.ref(current).index, describe(cs.action(current)))
-                     : std::string("start-up");
-    shared_.abort->raise(fmt::format("device {} {} stream, {}: {}", device_,
-                                     stream_name(stream), where, e.what()));
+    const std::string where = current >= 0 ? fmt::format("action {} ({})", cs.ref(current).index,
+                                                         describe(cs.action(current)))
+                                           : std::string("start-up");
+    shared_.abort->raise(
+        fmt::format("device {} {} stream, {}: {}", device_, stream_name(stream), where, e.what()));
   }
 }
 
@@ -203,22 +187,36 @@ void DeviceWorker::execute(int id) {
   Action record = a;
   if (a.op == Op::kRecv) {
     // The transfer starts once the sender has posted it; waiting for that is not transfer time.
-    shared_.transport->wait_posted(peer_device(a), device_, transfer_tag(a, shared_.schedule->shape().num_stages));
+    shared_.transport->wait_posted(peer_device(a), device_,
+                                   transfer_tag(a, shared_.schedule->shape().num_stages));
   }
   const double start = now();
   switch (a.op) {
-    case Op::kForward: forward(a); break;
-    case Op::kRecompute: stages_.at(a.stage)->recompute(a.micro_batch, a.version); break;
-    case Op::kBackward: backward(id, a); break;
+    case Op::kForward:
+      forward(a);
+      break;
+    case Op::kRecompute:
+      stages_.at(a.stage)->recompute(a.micro_batch, a.version);
+      break;
+    case Op::kBackward:
+      backward(id, a);
+      break;
     case Op::kOptimizerStep: {
       StageRuntime* st = stages_.at(a.stage);
       st->optimizer_step(a.version);
-      if (shared_.on_step) shared_.on_step(device_, a.stage, a.step, st->spec().last ? st->take_loss_sum() : 0);
+      if (shared_.on_step)
+        shared_.on_step(device_, a.stage, a.step, st->spec().last ? st->take_loss_sum() : 0);
       break;
     }
-    case Op::kSend: send(a); break;
-    case Op::kRecv: recv(a); break;
-    case Op::kAllReduce: allreduce(a); break;
+    case Op::kSend:
+      send(a);
+      break;
+    case Op::kRecv:
+      recv(a);
+      break;
+    case Op::kAllReduce:
+      allreduce(a);
+      break;
   }
   const double end = now();
   if (a.op == Op::kForward || a.op == Op::kBackward || a.op == Op::kRecompute) {
@@ -302,24 +300,31 @@ void DeviceWorker::backward(int id, const Action& a) {
 
 void DeviceWorker::send(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
-  const at::Tensor t = take({act ? Slot::kOutput : Slot::kInputGrad, a.stage, a.micro_batch, a.peer_stage});
-  shared_.transport->send(t, device_, peer_device(a), transfer_tag(a, shared_.schedule->shape().num_stages));
+  const at::Tensor t =
+      take({act ? Slot::kOutput : Slot::kInputGrad, a.stage, a.micro_batch, a.peer_stage});
+  shared_.transport->send(t, device_, peer_device(a),
+                          transfer_tag(a, shared_.schedule->shape().num_stages));
 }
 
 void DeviceWorker::recv(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
   const int from = act ? a.peer_stage : a.stage, to = act ? a.stage : a.peer_stage;
-  at::Tensor t = shared_.transport->recv(peer_device(a), device_, transfer_tag(a, shared_.schedule->shape().num_stages),
+  at::Tensor t = shared_.transport->recv(peer_device(a), device_,
+                                         transfer_tag(a, shared_.schedule->shape().num_stages),
                                          shared_.boundary_like(from, to));
-  put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage}, std::move(t), 1);
+  put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage}, std::move(t),
+      1);
 }
 
 void DeviceWorker::allreduce(const Action& a) {
   const auto& sh = shared_.schedule->shape();
-  const auto& bucket = shared_.context->stages[static_cast<size_t>(a.stage)].buckets[static_cast<size_t>(a.bucket)];
-  std::vector<at::Tensor> grads = stages_.at(a.stage)->gradients(bucket.first_layer, bucket.last_layer);
+  const auto& bucket =
+      shared_.context->stages[static_cast<size_t>(a.stage)].buckets[static_cast<size_t>(a.bucket)];
+  std::vector<at::Tensor> grads =
+      stages_.at(a.stage)->gradients(bucket.first_layer, bucket.last_layer);
   std::vector<int> devices;
-  for (int r = 0; r < sh.replicas; ++r) devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage));
+  for (int r = 0; r < sh.replicas; ++r)
+    devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage));
   const int64_t tag = (static_cast<int64_t>(a.step) * sh.num_stages + a.stage) * 4096 + a.bucket;
   shared_.transport->allreduce_sum(grads, devices, device_, tag);
 }

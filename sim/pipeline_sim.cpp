@@ -9,6 +9,9 @@ namespace pipetwin::sim {
 PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedule schedule)
     : ctx_(context), schedule_(std::move(schedule)) {
   const int n = schedule_.num_actions();
+  for (int d = 0; d < schedule_.num_devices(); ++d) {
+    slowdown_.push_back(ctx_.cost.device_slowdown(ctx_.placement[static_cast<size_t>(d)]));
+  }
   tasks_.num_streams = schedule_.num_streams();
   tasks_.duration.resize(static_cast<size_t>(n));
   tasks_.stream.resize(static_cast<size_t>(n));
@@ -60,10 +63,10 @@ double PipelineSimulator::shared_duration(int id) const {
   const Action& a = schedule_.action(id);
   const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
   switch (a.op) {
-    case Op::kForward: return st.forward_shared_s;
-    case Op::kBackward: return st.backward_shared_s;
-    case Op::kRecompute: return st.recompute_shared_s;
-    case Op::kOptimizerStep: return st.optimizer_shared_s;
+    case Op::kForward: return slowdown(id) * st.forward_shared_s;
+    case Op::kBackward: return slowdown(id) * st.backward_shared_s;
+    case Op::kRecompute: return slowdown(id) * st.recompute_shared_s;
+    case Op::kOptimizerStep: return slowdown(id) * st.optimizer_shared_s;
     default: return duration(id);
   }
 }
@@ -75,10 +78,10 @@ double PipelineSimulator::duration(int id) const {
   const int dev = schedule_.device(id);
   const int replica = dev / sh.devices_per_replica;
   switch (a.op) {
-    case Op::kForward: return st.forward_s;
-    case Op::kBackward: return st.backward_s;
-    case Op::kRecompute: return st.recompute_s;
-    case Op::kOptimizerStep: return st.optimizer_s;
+    case Op::kForward: return slowdown(id) * st.forward_s;
+    case Op::kBackward: return slowdown(id) * st.backward_s;
+    case Op::kRecompute: return slowdown(id) * st.recompute_s;
+    case Op::kOptimizerStep: return slowdown(id) * st.optimizer_s;
     case Op::kSend:
     case Op::kRecv: {
       const bool act = a.payload == Payload::kActivation;

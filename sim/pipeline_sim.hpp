@@ -48,9 +48,11 @@ class PipelineSimulator {
  private:
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
+  double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }
   std::vector<std::string> device_names() const;
 
   const PlanContext& ctx_;
+  std::vector<double> slowdown_;  // per schedule device: CostModel::device_slowdown
   CompiledSchedule schedule_;
   TaskGraph tasks_;
   Engine engine_;

@@ -4,4 +4,5 @@ pipetwin_add_test(exec_tests
   exec_train_test.cpp
   exec_failure_test.cpp
   exec_distributed_test.cpp
+  exec_profiler_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)

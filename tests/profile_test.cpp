@@ -53,7 +53,7 @@ Profile full_profile() {
     LayerProfile l;
     l.name = "block" + std::to_string(i);
     l.kind = i == 1 ? "attention" : "mlp";
-    l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i}, {8, 0.7 + i, 1.3 + i, 0.75 + i}};
+    l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i, 1.0}, {8, 0.7 + i, 1.3 + i, 0.75 + i, 1.25 + i}};
     l.output_bytes_per_sample = 1e6 / 3 + i;
     l.saved_bytes_per_sample = 2e6 + i;
     l.param_bytes = 4096.0 * (i + 1);
@@ -62,6 +62,7 @@ Profile full_profile() {
     p.layers.push_back(l);
   }
   p.edges = {{0, 1, 10}, {1, 2, 20.25}, {0, 2, 5}};
+  p.core_slowdown = {1.0, 1.27};
   return p;
 }
 
@@ -84,6 +85,7 @@ void expect_same(const Profile& a, const Profile& b) {
       EXPECT_EQ(x.timings[j].forward_s, y.timings[j].forward_s);
       EXPECT_EQ(x.timings[j].backward_s, y.timings[j].backward_s);
       EXPECT_EQ(x.timings[j].recompute_s, y.timings[j].recompute_s);
+      EXPECT_EQ(x.timings[j].contention, y.timings[j].contention);
     }
     EXPECT_EQ(x.output_bytes_per_sample, y.output_bytes_per_sample);
     EXPECT_EQ(x.saved_bytes_per_sample, y.saved_bytes_per_sample);
@@ -91,6 +93,7 @@ void expect_same(const Profile& a, const Profile& b) {
     EXPECT_EQ(x.optimizer_bytes, y.optimizer_bytes);
     EXPECT_EQ(x.optimizer_step_s, y.optimizer_step_s);
   }
+  EXPECT_EQ(a.core_slowdown, b.core_slowdown);
   ASSERT_EQ(a.edges.size(), b.edges.size());
   for (size_t i = 0; i < a.edges.size(); ++i) {
     EXPECT_EQ(a.edges[i].from, b.edges[i].from);
@@ -212,6 +215,15 @@ TEST(ProfileErrors, NegativeTimesAndSizes) {
   doc["input_bytes_per_sample"] = -8;
   EXPECT_EQ(error_of(doc),
             "p.json: input_bytes_per_sample: expected a non-negative number, got -8");
+}
+
+TEST(ProfileErrors, ContentionAndCoreSlowdown) {
+  Json doc = valid_doc();
+  doc["layers"][1]["timings"][0]["contention"] = 0.8;
+  EXPECT_EQ(error_of(doc), "p.json: layers[1].timings[0].contention: must be at least 1 (0.8 given)");
+  doc = valid_doc();
+  doc["core_slowdown"] = Json::array({1.0, 0.0});
+  EXPECT_THAT(error_of(doc), StartsWith("p.json: core_slowdown[1]: expected a positive number"));
 }
 
 TEST(ProfileErrors, MicroBatchSizes) {

@@ -1,0 +1,65 @@
+#include "exec/host.hpp"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <ATen/Parallel.h>
+
+namespace pipetwin::exec {
+
+namespace {
+
+// OpenBLAS keeps its own thread pool; ATen's set_num_threads does not reach it.
+void set_blas_threads(int n) {
+  using Fn = void (*)(int);
+  static Fn fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn != nullptr) fn(n);
+}
+
+// The CPUs the process may use, read once at start-up, before any thread is pinned (a thread
+// started by a pinned thread inherits its single CPU).
+cpu_set_t initial_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) CPU_SET(0, &set);
+  return set;
+}
+
+const cpu_set_t kAllowed = initial_affinity();
+
+}  // namespace
+
+int usable_cores() {
+  const int n = CPU_COUNT(&kAllowed);
+  return n > 0 ? n : 1;
+}
+
+void configure_compute_thread(int threads, int core, bool pin) {
+  at::init_num_threads();
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  if (!pin) return;
+  // Pin to the core-th CPU this process may use (not CPU number `core`: under taskset or a
+  // container's cpuset the allowed CPUs need not start at 0).
+  int want = core % usable_cores();
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &kAllowed)) continue;
+    if (want-- == 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+      return;
+    }
+  }
+}
+
+void tune_malloc() {
+  // Fixed thresholds switch off glibc's dynamic mmap threshold (see the header).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,24 @@
+// Host set-up shared by everything that computes on CPU threads: the executor's stage threads
+// and the profiler.
+//
+// configure_compute_thread() gives the calling thread `threads` intra-op threads (ATen's OpenMP
+// pool and OpenBLAS's own pool, which ATen's setting does not reach) and pins it to one core, so
+// stages do not oversubscribe the cores. tune_malloc() keeps glibc from returning freed activation
+// buffers to the kernel after every micro-batch: with the default dynamic mmap threshold, buffers
+// of a few MB alternate between mmap and the heap and a layer's time becomes bimodal (page faults
+// on every fresh mapping); we measured up to 2x on ViT-tiny layers before this setting.
+//
+// Thread-safety: configure_compute_thread() affects the calling thread only; tune_malloc() is
+// process-wide and idempotent, call it before starting stage threads.
+#pragma once
+
+namespace pipetwin::exec {
+
+void configure_compute_thread(int threads, int core, bool pin);
+
+// Number of cores this process may run on (at least 1).
+int usable_cores();
+
+void tune_malloc();
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,83 @@
+// The simulator with devices that are not independent and alike: two devices sharing one core
+// (processor sharing, cost_model.hpp contention) and cores of unequal speed (profile
+// core_slowdown), against hand-worked timelines.
+#include <gtest/gtest.h>
+
+#include "sim_test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+using testing::PlanSpec;
+using testing::synthetic_plan;
+using testing::uniform;
+
+constexpr double kMs = 1e-3;
+constexpr double kTol = 1e-9;
+
+PlanSpec cpu_spec(const std::string& schedule, int K, int M, double f, double b, int core_sharing) {
+  PlanSpec s;
+  s.model = uniform(K, f, b, "param_kb=0");
+  s.schedule = schedule;
+  s.stages = K;
+  s.chunks = M;
+  s.cluster.device.kind = "cpu";
+  s.cluster.device.core_sharing = core_sharing;
+  return s;
+}
+
+double iteration_time(Plan plan, double contention, std::vector<double> core_slowdown = {}) {
+  for (auto& l : plan.profile.layers) {
+    for (auto& t : l.timings) t.contention = contention;
+  }
+  plan.profile.core_slowdown = std::move(core_slowdown);
+  const PlanContext ctx(plan, 3);
+  return sim::simulate_plan(ctx).metrics.iteration_time_s;
+}
+
+TEST(SharedCore, GPipeTwoStagesSlowOnlyWhileBothCompute) {
+  // K=2, M=2, f=b=1 ms, contention 1.5. F0(0) [0,1]; F0(1) with F1(0) [1,2.5]; F1(1) [2.5,3.5];
+  // stage 1's first backward [3.5,4.5]; its second with stage 0's first [4.5,6]; the last
+  // [6,7]: 7 ms instead of (M + K - 1)(f + b) = 6 ms.
+  const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 2));
+  EXPECT_NEAR(iteration_time(plan, 1.5), 7 * kMs, kTol);
+  EXPECT_NEAR(iteration_time(plan, 1.0), 6 * kMs, kTol);
+}
+
+TEST(SharedCore, DevicesOfDifferentCoresAreIndependent) {
+  const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 0));
+  EXPECT_NEAR(iteration_time(plan, 1.5), 6 * kMs, kTol);
+}
+
+TEST(SharedCore, NaiveNeverOverlapsSoNeverSlows) {
+  const Plan plan = synthetic_plan(cpu_spec("naive", 2, 4, 1, 2, 2));
+  EXPECT_NEAR(iteration_time(plan, 1.7), 4 * 2 * 3 * kMs, kTol);
+}
+
+TEST(SharedCore, DataParallelReplicasAlwaysShare) {
+  // K=1, dp=2 on one core: both replicas compute all the time, so everything takes c times
+  // as long (no parameters: the all-reduce is free).
+  PlanSpec s = cpu_spec("gpipe", 1, 4, 1, 2, 2);
+  s.dp = 2;
+  EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.25), 1.25 * 4 * 3 * kMs, kTol);
+}
+
+TEST(CoreSlowdown, SlowCoreStretchesItsStage) {
+  // Naive K=2, M=1, f=1, b=2 per stage; the second core takes twice as long: 1+2+4+2 = 9 ms.
+  const Plan plan = synthetic_plan(cpu_spec("naive", 2, 1, 1, 2, 0));
+  EXPECT_NEAR(iteration_time(plan, 1.0, {1.0, 2.0}), 9 * kMs, kTol);
+  EXPECT_NEAR(iteration_time(plan, 1.0), 6 * kMs, kTol);
+  // GPipe K=2, M=4: the slow stage (2 + 4 ms per micro-batch) sets the pace: the first forward
+  // of stage 0, then M forwards and M backwards on stage 1, then the last backward of stage 0.
+  const Plan gpipe = synthetic_plan(cpu_spec("gpipe", 2, 4, 1, 2, 0));
+  EXPECT_NEAR(iteration_time(gpipe, 1.0, {1.0, 2.0}), (1 + 4 * 6 + 2) * kMs, kTol);
+}
+
+TEST(CoreSlowdown, OnlyCpuDevicesHaveCores) {
+  PlanSpec s = cpu_spec("naive", 2, 1, 1, 2, 0);
+  s.cluster.device.kind = "gpu";
+  EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.0, {1.0, 2.0}), 6 * kMs, kTol);
+}
+
+}  // namespace
+}  // namespace pipetwin

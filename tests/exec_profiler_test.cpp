@@ -1,0 +1,109 @@
+// The profiler (exec/profiler.hpp): what it measures matches the model it measures.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "core/profile.hpp"
+#include "exec/host.hpp"
+#include "exec/profiler.hpp"
+
+namespace pipetwin::exec {
+namespace {
+
+constexpr const char* kModel = "mlp:layers=2,width=64,input=16";
+
+ProfileOptions quick() {
+  ProfileOptions o;
+  o.micro_batches = {1, 4};
+  o.warmup = 1;
+  o.repeats = 3;
+  return o;
+}
+
+TEST(Profiler, LayersSizesAndBytesMatchTheModel) {
+  ProfileOptions o = quick();
+  o.optimizer.momentum = 0.9;
+  const Profile p = profile_model(kModel, o);
+  ASSERT_EQ(p.layers.size(), 3u);
+  EXPECT_EQ(p.layers[0].name, "fc0");
+  EXPECT_EQ(p.layers[2].name, "head");
+  EXPECT_EQ(p.dtype, "float32");
+  EXPECT_EQ(p.source, "measured");
+  EXPECT_DOUBLE_EQ(p.input_bytes_per_sample, 16 * 4);
+  // fc0: Linear(16, 64); fc1: Linear(64, 64); head: Linear(64, 10), float32.
+  EXPECT_DOUBLE_EQ(p.layers[0].param_bytes, (16 * 64 + 64) * 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].param_bytes, (64 * 64 + 64) * 4);
+  EXPECT_DOUBLE_EQ(p.layers[2].param_bytes, (64 * 10 + 10) * 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].optimizer_bytes, p.layers[1].param_bytes);  // one momentum buffer
+  EXPECT_DOUBLE_EQ(p.layers[0].output_bytes_per_sample, 64 * 4);
+  EXPECT_DOUBLE_EQ(p.layers[2].output_bytes_per_sample, 10 * 4);
+  for (const auto& l : p.layers) {
+    ASSERT_EQ(l.timings.size(), 2u) << l.name;
+    EXPECT_EQ(l.timings[0].micro_batch, 1);
+    EXPECT_EQ(l.timings[1].micro_batch, 4);
+    for (const auto& t : l.timings) {
+      EXPECT_GT(t.forward_s, 0) << l.name;
+      EXPECT_GT(t.backward_s, 0) << l.name;
+      EXPECT_GT(t.recompute_s, 0) << l.name;
+      EXPECT_GE(t.contention, 1.0) << l.name;
+    }
+    EXPECT_GT(l.optimizer_step_s, 0) << l.name;
+  }
+  // The forward keeps at least its output alive for backward.
+  EXPECT_GE(p.layers[1].saved_bytes_per_sample, p.layers[1].output_bytes_per_sample);
+  // What the profiler writes, the loader accepts.
+  const Json doc = profile_to_json(p);
+  EXPECT_NO_THROW(profile_from_json(JsonView(doc, "measured.json")));
+}
+
+TEST(Profiler, Float64DoublesTheBytes) {
+  ProfileOptions o = quick();
+  o.micro_batches = {2};
+  o.float64 = true;
+  o.contention = false;
+  const Profile p = profile_model(kModel, o);
+  EXPECT_EQ(p.dtype, "float64");
+  EXPECT_DOUBLE_EQ(p.layers[0].param_bytes, (16 * 64 + 64) * 8);
+  EXPECT_DOUBLE_EQ(p.layers[0].output_bytes_per_sample, 64 * 8);
+  EXPECT_DOUBLE_EQ(p.layers[0].optimizer_bytes, 0);  // plain SGD keeps no state
+}
+
+TEST(Profiler, ContentionIsMeasuredOnlyWithASecondCore) {
+  ProfileOptions o = quick();
+  o.contention = false;
+  const Profile off = profile_model(kModel, o);
+  for (const auto& l : off.layers) {
+    for (const auto& t : l.timings) EXPECT_EQ(t.contention, 1.0);
+  }
+  EXPECT_NE(off.notes.find("not measured"), std::string::npos) << off.notes;
+  o.contention = true;
+  const Profile on = profile_model(kModel, o);
+  EXPECT_TRUE(off.core_slowdown.empty());
+  const bool two = usable_cores() >= 2;
+  EXPECT_EQ(on.notes.find("co-runner") != std::string::npos, two) << on.notes;
+  if (two) {
+    ASSERT_EQ(on.core_slowdown.size(), static_cast<size_t>(std::min(usable_cores(), 8)));
+    EXPECT_EQ(on.core_slowdown[0], 1.0);  // relative to the core the layers were timed on
+    for (double s : on.core_slowdown) EXPECT_GT(s, 0);
+  }
+}
+
+TEST(Profiler, BadOptionsNameTheFlag) {
+  ProfileOptions o = quick();
+  o.micro_batches = {2, 0};
+  try {
+    profile_model(kModel, o);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--micro-batch: sizes must be positive (0 given)");
+  }
+  o = quick();
+  o.repeats = 0;
+  EXPECT_THROW(profile_model(kModel, o), InputError);
+  o = quick();
+  EXPECT_THROW(profile_model("mlp:layers=-1", o), InputError);
+}
+
+}  // namespace
+}  // namespace pipetwin::exec
