@@ -49,7 +49,10 @@ Comparison compare_metrics(const Metrics& p, const Metrics& m, int skip_first) {
   }
   headline(c, skip_first);
   c.summary.push_back({"iteration time (steady)", p.iteration_time_s, m.iteration_time_s, "s"});
-  c.summary.push_back({"throughput", p.throughput_samples_per_s, m.throughput_samples_per_s, "samples/s"});
+  c.summary.push_back(
+      {"iteration time (median step)", p.iteration_time_median_s, m.iteration_time_median_s, "s"});
+  c.summary.push_back(
+      {"throughput", p.throughput_samples_per_s, m.throughput_samples_per_s, "samples/s"});
   c.summary.push_back({"bubble fraction", p.bubble_fraction, m.bubble_fraction, "fraction"});
   for (size_t d = 0; d < std::min(p.devices.size(), m.devices.size()); ++d) {
     c.summary.push_back({fmt::format("device {} utilization", d), p.devices[d].utilization,
@@ -100,7 +103,8 @@ std::string value(double v, const std::string& unit) {
 std::string table(const std::vector<CompareRow>& rows) {
   size_t w = 8;
   for (const auto& r : rows) w = std::max(w, r.quantity.size());
-  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", "quantity", w, "predicted", "measured", "error");
+  std::string out = fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", "quantity", w, "predicted",
+                                "measured", "error");
   for (const auto& r : rows) {
     const double e = r.error();
     out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}\n", r.quantity, w, value(r.predicted, r.unit),

@@ -36,7 +36,9 @@ std::vector<Interval> merge(std::vector<Interval> v) {
   return out;
 }
 
-bool is_compute(Op op) { return stream_of(op) == StreamKind::kCompute; }
+bool is_compute(Op op) {
+  return stream_of(op) == StreamKind::kCompute;
+}
 
 void compute_staleness(const Timeline& t, int num_stages, Metrics& m) {
   m.staleness.assign(static_cast<size_t>(num_stages), {});
@@ -105,7 +107,8 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
       throw std::invalid_argument(fmt::format("timeline event on device {} of {}", e.device, D));
     }
     if (e.action.op == Op::kOptimizerStep && e.action.step < 0) {
-      throw std::invalid_argument(fmt::format("timeline: optimizer step without a step number ({})", describe(e.action)));
+      throw std::invalid_argument(
+          fmt::format("timeline: optimizer step without a step number ({})", describe(e.action)));
     }
     m.makespan_s = std::max(m.makespan_s, e.end_s);
     if (e.action.op == Op::kOptimizerStep) {
@@ -113,7 +116,8 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
       if (m.step_end_s.size() <= step) m.step_end_s.resize(step + 1, 0);
       m.step_end_s[step] = std::max(m.step_end_s[step], e.end_s);
     }
-    if (is_compute(e.action.op)) busy[static_cast<size_t>(e.device)].push_back({e.start_s, e.end_s});
+    if (is_compute(e.action.op))
+      busy[static_cast<size_t>(e.device)].push_back({e.start_s, e.end_s});
     m.compute_s_by_op[op_name(e.action.op)] += e.duration();
   }
   for (auto& b : busy) b = merge(std::move(b));
@@ -129,10 +133,18 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
     m.window_start_s = m.step_end_s[static_cast<size_t>(w0)];
     m.window_end_s = m.step_end_s[static_cast<size_t>(w1)];
     m.iteration_time_s = (m.window_end_s - m.window_start_s) / (w1 - w0);
+    std::vector<double> d;
+    for (int i = w0 + 1; i <= w1; ++i) {
+      d.push_back(m.step_end_s[static_cast<size_t>(i)] - m.step_end_s[static_cast<size_t>(i) - 1]);
+    }
+    std::sort(d.begin(), d.end());
+    const size_t n = d.size();
+    m.iteration_time_median_s = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
   } else {
     m.window_start_s = 0;
     m.window_end_s = m.makespan_s;
     m.iteration_time_s = m.steps > 0 ? m.makespan_s / m.steps : m.makespan_s;
+    m.iteration_time_median_s = m.iteration_time_s;
   }
   if (m.iteration_time_s > 0) m.throughput_samples_per_s = samples_per_step / m.iteration_time_s;
   const double window = m.window_end_s - m.window_start_s;
@@ -146,10 +158,12 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
     busy_total += dm.busy_s;
     if (d < t.peak_memory_bytes.size()) dm.peak_memory_bytes = t.peak_memory_bytes[d];
     if (d < t.memory.size()) {
-      for (const auto& s : t.memory[d]) dm.peak_memory_bytes = std::max(dm.peak_memory_bytes, s.bytes);
+      for (const auto& s : t.memory[d])
+        dm.peak_memory_bytes = std::max(dm.peak_memory_bytes, s.bytes);
     }
   }
-  m.bubble_fraction = (window > 0 && D > 0) ? 1 - busy_total / (static_cast<double>(D) * window) : 0;
+  m.bubble_fraction =
+      (window > 0 && D > 0) ? 1 - busy_total / (static_cast<double>(D) * window) : 0;
   double overlapped = 0;
   for (const auto& e : t.events) {
     if (is_compute(e.action.op)) continue;
@@ -173,6 +187,7 @@ Json metrics_to_json(const Metrics& m) {
   j["steady_state"] = m.steady_state;
   j["samples_per_step"] = m.samples_per_step;
   j["iteration_time_s"] = m.iteration_time_s;
+  j["iteration_time_median_s"] = m.iteration_time_median_s;
   j["throughput_samples_per_s"] = m.throughput_samples_per_s;
   j["bubble_fraction"] = m.bubble_fraction;
   j["comm_time_s"] = m.comm_time_s;
@@ -189,7 +204,8 @@ Json metrics_to_json(const Metrics& m) {
                        {"peak_memory_bytes", d.peak_memory_bytes}});
   }
   j["devices"] = devices;
-  Json per_stage = Json::array(), mean = Json::array(), grad = Json::array(), versions = Json::array();
+  Json per_stage = Json::array(), mean = Json::array(), grad = Json::array(),
+       versions = Json::array();
   for (const auto& s : m.staleness) {
     per_stage.push_back(s.max);
     mean.push_back(s.mean);
@@ -219,6 +235,7 @@ Metrics metrics_from_json(const JsonView& doc) {
   m.steady_state = doc.bool_or("steady_state", false);
   m.samples_per_step = doc.nonneg_or("samples_per_step", 0);
   m.iteration_time_s = doc.nonneg("iteration_time_s");
+  m.iteration_time_median_s = doc.nonneg_or("iteration_time_median_s", m.iteration_time_s);
   m.throughput_samples_per_s = doc.nonneg_or("throughput_samples_per_s", 0);
   m.bubble_fraction = doc.number("bubble_fraction");
   m.comm_time_s = doc.nonneg_or("comm_time_s", 0);

@@ -6,6 +6,10 @@
 //                      window: every step for synchronous schedules; for asynchronous ones the
 //                      first and last K steps (pipeline fill and drain) are left out. With one
 //                      step, the whole run.
+//   iteration_time_median_s  the median of those step times: what a measurement should be
+//                      judged by, as one stalled step (a page-fault storm, the host taking the
+//                      vCPU away) moves the mean but not the median; equal to the mean in a
+//                      simulated steady state of a synchronous schedule
 //   throughput         samples per step / iteration_time_s
 //   bubble_fraction    1 - compute-busy time / (devices x window length), over the same window
 //   utilization        per device, compute-busy time / window length
@@ -40,7 +44,7 @@ struct DeviceMetrics {
 struct StageStaleness {
   int max = 0;
   double mean = 0;
-  int gradient_max = 0;  // delay of the weights the backward read
+  int gradient_max = 0;     // delay of the weights the backward read
   int weight_versions = 1;  // distinct versions read by micro-batches in flight at once (max)
 };
 
@@ -55,6 +59,7 @@ struct Metrics {
   double window_start_s = 0;
   double window_end_s = 0;
   double iteration_time_s = 0;
+  double iteration_time_median_s = 0;
   double throughput_samples_per_s = 0;
   double bubble_fraction = 0;
   double comm_time_s = 0;
@@ -62,7 +67,7 @@ struct Metrics {
   std::vector<double> step_end_s;  // when each optimizer step completed (all stages)
   std::vector<DeviceMetrics> devices;
   std::vector<StageStaleness> staleness;
-  std::map<int, long> staleness_histogram;  // delay -> number of backward passes
+  std::map<int, long> staleness_histogram;        // delay -> number of backward passes
   std::map<std::string, double> compute_s_by_op;  // total time per action kind
 };
 

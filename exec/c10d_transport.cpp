@@ -97,7 +97,8 @@ void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::v
     }
   } else {
     for (size_t k = 0; k < tensors.size(); ++k) {
-      tensors[k].copy_(local_.recv(local.front(), me, share_tag * 1024 - static_cast<int64_t>(k), tensors[k]));
+      tensors[k].copy_(
+          local_.recv(local.front(), me, share_tag * 1024 - static_cast<int64_t>(k), tensors[k]));
     }
   }
 }

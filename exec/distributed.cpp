@@ -20,8 +20,8 @@ int env_int(const char* name, int fallback, int lo, int hi) {
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
   if (*end != 0 || x < lo || x > hi) {
-    throw InputError(fmt::format("environment variable {}: expected an integer in {}..{}, got \"{}\"",
-                                 name, lo, hi, v));
+    throw InputError(fmt::format(
+        "environment variable {}: expected an integer in {}..{}, got \"{}\"", name, lo, hi, v));
   }
   return static_cast<int>(x);
 }
@@ -51,9 +51,9 @@ Distributed::Distributed(const DistributedEnv& env, std::chrono::milliseconds ti
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("rank {}: cannot reach the rendezvous at {}:{} within {} s: {}",
-                                         env.rank, env.master_addr, env.master_port,
-                                         timeout.count() / 1000, e.what()));
+    throw std::runtime_error(
+        fmt::format("rank {}: cannot reach the rendezvous at {}:{} within {} s: {}", env.rank,
+                    env.master_addr, env.master_port, timeout.count() / 1000, e.what()));
   }
   world_ = make_group("world", env.rank, env.world_size);
 }
@@ -83,6 +83,8 @@ c10d::ProcessGroup& Distributed::group(const std::vector<int>& ranks, const std:
   return *groups_.emplace(name, std::move(pg)).first->second;
 }
 
-void Distributed::barrier() { world_->barrier()->wait(timeout_); }
+void Distributed::barrier() {
+  world_->barrier()->wait(timeout_);
+}
 
 }  // namespace pipetwin::exec

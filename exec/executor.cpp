@@ -9,8 +9,8 @@
 #include "exec/board.hpp"
 #include "exec/c10d_transport.hpp"
 #include "exec/distributed.hpp"
-#include "exec/inprocess_transport.hpp"
 #include "exec/host.hpp"
+#include "exec/inprocess_transport.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/timeline_exchange.hpp"
 #include "exec/worker.hpp"
@@ -34,26 +34,30 @@ void check_plan_matches_model(const Plan& plan, const models::LayeredModel& mode
   }
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i].name != model.layers[i].name) {
-      throw InputError(fmt::format("plan: profile.layers[{}].name: \"{}\", but layer {} of model {} is \"{}\"",
-                                   i, layers[i].name, i, plan.model, model.layers[i].name));
+      throw InputError(
+          fmt::format("plan: profile.layers[{}].name: \"{}\", but layer {} of model {} is \"{}\"",
+                      i, layers[i].name, i, plan.model, model.layers[i].name));
     }
     // Gradient buckets are cut from the profile's parameter bytes: a layer the profile thinks
     // has none would never be all-reduced.
     if (layers[i].param_bytes == 0 && model.layers[i].num_parameters() > 0) {
-      throw InputError(fmt::format("plan: profile.layers[{}].param_bytes: 0, but layer {} of model {} "
-                                   "has {} parameters",
-                                   i, i, plan.model, model.layers[i].num_parameters()));
+      throw InputError(
+          fmt::format("plan: profile.layers[{}].param_bytes: 0, but layer {} of model {} "
+                      "has {} parameters",
+                      i, i, plan.model, model.layers[i].num_parameters()));
     }
   }
 }
 
 void check_chain_stages(const PipelineShape& sh) {
-  std::vector<int> in(static_cast<size_t>(sh.num_stages), 0), out(static_cast<size_t>(sh.num_stages), 0);
+  std::vector<int> in(static_cast<size_t>(sh.num_stages), 0),
+      out(static_cast<size_t>(sh.num_stages), 0);
   for (const auto& e : sh.edges) {
     if (++in[static_cast<size_t>(e.to)] > 1 || ++out[static_cast<size_t>(e.from)] > 1) {
-      throw InputError(fmt::format("plan: stages: stage {} -> {} adds a second data edge; the "
-                                   "executor runs chains of stages (one input, one output each)",
-                                   e.from, e.to));
+      throw InputError(
+          fmt::format("plan: stages: stage {} -> {} adds a second data edge; the "
+                      "executor runs chains of stages (one input, one output each)",
+                      e.from, e.to));
     }
   }
 }
@@ -99,7 +103,8 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
     std::vector<std::vector<int>> sets;
     for (int s = 0; s < ctx.shape.num_stages; ++s) {
       std::vector<int> set;
-      for (int r = 0; r < ctx.shape.replicas; ++r) set.push_back(r * ctx.shape.devices_per_replica + ctx.shape.device_of(s));
+      for (int r = 0; r < ctx.shape.replicas; ++r)
+        set.push_back(r * ctx.shape.devices_per_replica + ctx.shape.device_of(s));
       sets.push_back(set);
     }
     t->prepare_groups(sets);
@@ -108,8 +113,10 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
     transport = std::make_unique<InProcessTransport>(abort);
   }
 
-  auto data = opt.data == "synthetic" ? synthetic_batches(model, plan.batch_size, opt.seed, opt.float64)
-                                      : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
+  auto data =
+      opt.data == "synthetic"
+          ? synthetic_batches(model, plan.batch_size, opt.seed, opt.float64)
+          : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
   data->configure(plan.batch_size, plan.dp, plan.chunks);
   const auto like = layer_outputs_like(model, data->input(0, 0, 0));
   auto boundary_like = [&](int from, int /*to*/) {
@@ -136,13 +143,17 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
       }
       spec.loss_scale = 1.0 / plan.batch_size;
       spec.per_layer_backward = plan.dp > 1;
+      spec.dropout_seed = opt.seed;
+      spec.replica = d / ctx.shape.devices_per_replica;
       auto factory = [name = plan.model, dtype, seed = opt.seed, layers = spec.layers] {
         models::LayeredModel m = models::build_model(name, dtype, seed);
         std::vector<torch::nn::AnyModule> out;
         for (int l : layers) out.push_back(m.layers[static_cast<size_t>(l)].module);
         return out;
       };
-      auto loss = [&model](const at::Tensor& y, const at::Tensor& t) { return model.per_sample_loss(y, t); };
+      auto loss = [&model](const at::Tensor& y, const at::Tensor& t) {
+        return model.per_sample_loss(y, t);
+      };
       runtimes.push_back(std::make_unique<StageRuntime>(spec, factory, opt.optimizer, loss));
       by_device[d][s] = runtimes.back().get();
     }
@@ -169,7 +180,8 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
   StartGate gate(static_cast<int>(by_device.size()));
   shared.gate = &gate;
   std::vector<std::unique_ptr<DeviceWorker>> workers;
-  for (auto& [d, stages] : by_device) workers.push_back(std::make_unique<DeviceWorker>(d, shared, stages));
+  for (auto& [d, stages] : by_device)
+    workers.push_back(std::make_unique<DeviceWorker>(d, shared, stages));
   for (auto& w : workers) w->start();
   try {
     gate.wait_warmed_up(abort);
@@ -191,9 +203,10 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
   t.source = "measured";
   t.schedule = plan.schedule;
   for (int d = 0; d < devices; ++d) {
-    t.device_names.push_back(fmt::format("replica {} device {} ({} #{})", d / ctx.shape.devices_per_replica,
-                                         d % ctx.shape.devices_per_replica, plan.cluster.device.name,
-                                         ctx.placement[static_cast<size_t>(d)]));
+    t.device_names.push_back(
+        fmt::format("replica {} device {} ({} #{})", d / ctx.shape.devices_per_replica,
+                    d % ctx.shape.devices_per_replica, plan.cluster.device.name,
+                    ctx.placement[static_cast<size_t>(d)]));
   }
   t.memory.resize(static_cast<size_t>(devices));
   t.peak_memory_bytes.assign(static_cast<size_t>(devices), 0);
@@ -204,11 +217,12 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
     t.peak_memory_bytes[static_cast<size_t>(d)] = static_cast<double>(MemoryTracker::peak_bytes(d));
   }
   if (dist) t = gather_timeline(*dist, t);
-  result.metrics = compute_metrics(t, ctx.shape.num_stages, schedule_info(plan.schedule).asynchronous,
-                                   plan.batch_size);
+  result.metrics = compute_metrics(t, ctx.shape.num_stages,
+                                   schedule_info(plan.schedule).asynchronous, plan.batch_size);
   result.step_loss = step_loss;
   for (const auto& [d, stages] : by_device) {
-    for (const auto& [s, rt] : stages) result.parameters[{d / ctx.shape.devices_per_replica, s}] = rt->parameters();
+    for (const auto& [s, rt] : stages)
+      result.parameters[{d / ctx.shape.devices_per_replica, s}] = rt->parameters();
   }
   return result;
 }

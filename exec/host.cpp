@@ -57,8 +57,9 @@ void configure_compute_thread(int threads, int core, bool pin) {
 }
 
 void tune_malloc() {
-  // Fixed thresholds switch off glibc's dynamic mmap threshold (see the header).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  // Fixed thresholds switch off glibc's dynamic mmap threshold (see the header). 32 MiB is the
+  // largest mmap threshold glibc accepts on 64-bit (mallopt refuses more and changes nothing).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 

@@ -8,7 +8,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
-#include "exec/torch_compat.hpp"
+#include "models/torch_compat.hpp"
 
 namespace pipetwin::exec {
 

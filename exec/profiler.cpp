@@ -1,8 +1,7 @@
 #include "exec/profiler.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
+#include <memory>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -11,6 +10,7 @@
 #include "core/error.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
+#include "exec/profile_passes.hpp"
 #include "models/zoo.hpp"
 
 namespace pipetwin::exec {
@@ -19,126 +19,20 @@ namespace {
 
 constexpr int kProfileDevice = MemoryTracker::kMaxDevices - 1;
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point a) {
-  return std::chrono::duration<double>(Clock::now() - a).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Per layer, the samples of one kind of time.
-using Samples = std::vector<std::vector<double>>;
-
-struct PassTimes {
-  Samples forward, recompute, backward, optimizer;
-  explicit PassTimes(size_t layers)
-      : forward(layers), recompute(layers), backward(layers), optimizer(layers) {}
-};
-
-// Runs training passes over all layers of one model at one micro-batch size (see the header).
-class SequenceRunner {
- public:
-  SequenceRunner(models::LayeredModel& model, int b, const ProfileOptions& o)
-      : model_(model),
-        input_(model.synthetic_input(b, o.seed)),
-        target_(model.synthetic_target(b, o.seed)) {
-    for (auto& layer : model_.layers) {
-      optimizers_.emplace_back(o.optimizer);  // one per layer: its state is per parameter list
-      std::vector<at::Tensor> out;
-      for (const auto& p : layer.parameters()) out.push_back(p.detach().clone());
-      out_.push_back(std::move(out));
-    }
-  }
-
-  // One pass; records its times into `t` when given.
-  void pass(PassTimes* t) {
-    const size_t n = model_.layers.size();
-    std::vector<at::Tensor> leaf(n), y(n);
-    chain(leaf, y, t ? &t->forward : nullptr);    // forward
-    chain(leaf, y, t ? &t->recompute : nullptr);  // recompute, whose graph backward uses
-    for (size_t l = n; l-- > 0;) {
-      const auto a = Clock::now();
-      if (l + 1 == n) {
-        y[l].backward();
-      } else {
-        y[l].backward(leaf[l + 1].grad());
-      }
-      if (t) t->backward[l].push_back(since(a));
-    }
-    for (size_t l = 0; l < n; ++l) {
-      const auto params = model_.layers[l].parameters();
-      if (params.empty()) continue;
-      std::vector<at::Tensor> grads;
-      for (const auto& p : params)
-        grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-      const auto a = Clock::now();
-      optimizers_[l].step(params, grads,
-                          out_[l]);  // into copies: the model's weights stay as built
-      at::NoGradGuard no_grad;
-      for (auto& g : grads) g.zero_();  // as the stage does after its step
-      if (t) t->optimizer[l].push_back(since(a));
-    }
-  }
-
- private:
-  void chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& y, Samples* times) {
-    const size_t n = model_.layers.size();
-    at::Tensor x = input_;
-    for (size_t l = 0; l < n; ++l) {
-      const auto a = Clock::now();
-      leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
-      y[l] = model_.layers[l].module.forward(leaf[l]);
-      if (l + 1 == n) y[l] = model_.per_sample_loss(y[l], target_).sum();
-      if (times) (*times)[l].push_back(since(a));
-      x = y[l];
-    }
-  }
-
-  models::LayeredModel& model_;
-  at::Tensor input_, target_;
-  std::vector<Optimizer> optimizers_;
-  std::vector<std::vector<at::Tensor>> out_;
-};
-
-PassTimes timed_passes(SequenceRunner& runner, size_t layers, const ProfileOptions& o) {
+// Warm-up passes, then `repeats` timed passes alone; with a co-runner, each alone pass is
+// followed by one while the co-runner computes, so slow drifts of the host (other tenants of a
+// cloud machine) touch both sets alike.
+void timed_passes(SequenceRunner& runner, CoRunner* co, const ProfileOptions& o, PassTimes& alone,
+                  PassTimes& shared) {
   for (int i = 0; i < o.warmup; ++i) runner.pass(nullptr);
-  PassTimes t(layers);
-  for (int i = 0; i < o.repeats; ++i) runner.pass(&t);
-  return t;
+  for (int i = 0; i < o.repeats; ++i) {
+    runner.pass(&alone);
+    if (co == nullptr) continue;
+    co->resume();
+    runner.pass(&shared);
+    co->pause();
+  }
 }
-
-// A thread on the second core running passes of its own model copy until stopped.
-class CoRunner {
- public:
-  CoRunner(const models::LayeredModel& model, int b, const ProfileOptions& o)
-      : model_(model.clone()) {
-    thread_ = std::thread([this, b, o] {
-      MemoryTracker::ScopedDevice attribute(kProfileDevice - 1);
-      configure_compute_thread(o.threads, 1, true);
-      SequenceRunner runner(model_, b, o);
-      while (!stop_.load()) {
-        runner.pass(nullptr);
-        running_.store(true);
-      }
-    });
-    while (!running_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~CoRunner() {
-    stop_.store(true);
-    thread_.join();
-  }
-  CoRunner(const CoRunner&) = delete;
-  CoRunner& operator=(const CoRunner&) = delete;
-
- private:
-  models::LayeredModel model_;
-  std::atomic<bool> stop_{false}, running_{false};
-  std::thread thread_;
-};
 
 struct MemoryMeasure {
   double output_bytes = 0, saved_bytes = 0;
@@ -196,11 +90,11 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
                   const ProfileOptions& o) {
   const size_t n = model.layers.size();
   SequenceRunner runner(model, b, o);
-  const PassTimes alone = timed_passes(runner, n, o);
-  PassTimes shared(0);
-  if (contention) {
-    CoRunner co(model, b, o);
-    shared = timed_passes(runner, n, o);
+  PassTimes alone(n), shared(n);
+  {
+    std::unique_ptr<CoRunner> co;
+    if (contention) co = std::make_unique<CoRunner>(model, b, o, kProfileDevice - 1);
+    timed_passes(runner, co.get(), o, alone, shared);
   }
   for (size_t l = 0; l < n; ++l) {
     LayerTiming t{b, median(alone.forward[l]), median(alone.backward[l]),
@@ -227,23 +121,28 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
 }
 
 // Per usable core (at most 8), the time of passes at micro-batch size b there over the time on
-// the first core. Leaves the calling thread pinned to the first core.
+// the first core; the cores take turns pass by pass. Leaves the calling thread on the first core.
 std::vector<double> measure_core_slowdown(models::LayeredModel& model, int b,
                                           const ProfileOptions& o) {
   const int cores = std::min(usable_cores(), 8);
-  std::vector<double> total;
-  for (int c = 0; c < cores; ++c) {
-    configure_compute_thread(o.threads, c, true);
-    SequenceRunner runner(model, b, o);
-    const PassTimes t = timed_passes(runner, model.layers.size(), o);
-    double sum = 0;
-    for (size_t l = 0; l < model.layers.size(); ++l)
-      sum += median(t.forward[l]) + median(t.backward[l]);
-    total.push_back(sum);
+  SequenceRunner runner(model, b, o);
+  std::vector<PassTimes> t(static_cast<size_t>(cores), PassTimes(model.layers.size()));
+  for (int i = 0; i < o.warmup + o.repeats; ++i) {
+    for (int c = 0; c < cores; ++c) {
+      configure_compute_thread(o.threads, c, true);
+      runner.pass(i < o.warmup ? nullptr : &t[static_cast<size_t>(c)]);
+    }
   }
   configure_compute_thread(o.threads, 0, true);
+  std::vector<double> total;
+  for (const auto& pt : t) {
+    double sum = 0;
+    for (size_t l = 0; l < model.layers.size(); ++l)
+      sum += median(pt.forward[l]) + median(pt.backward[l]);
+    total.push_back(sum);
+  }
   std::vector<double> slowdown;
-  for (double t : total) slowdown.push_back(total[0] > 0 ? t / total[0] : 1.0);
+  for (double x : total) slowdown.push_back(total[0] > 0 ? x / total[0] : 1.0);
   return slowdown;
 }
 

@@ -6,6 +6,7 @@
 
 #include "exec/data.hpp"
 #include "exec/optimizer.hpp"
+#include "models/layers.hpp"
 #include "models/zoo.hpp"
 
 namespace pipetwin::exec {
@@ -36,7 +37,8 @@ std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& params) {
 
 }  // namespace
 
-ReferenceResult reference_training(const Plan& plan, const Schedule& schedule, const ExecOptions& opt) {
+ReferenceResult reference_training(const Plan& plan, const Schedule& schedule,
+                                   const ExecOptions& opt) {
   const at::ScalarType dtype = opt.float64 ? at::kDouble : at::kFloat;
   models::LayeredModel model = models::build_model(plan.model, dtype, opt.seed);
   const auto& sh = schedule.shape;
@@ -47,36 +49,44 @@ ReferenceResult reference_training(const Plan& plan, const Schedule& schedule, c
     layers[static_cast<size_t>(s)] = plan.stages[static_cast<size_t>(s)].layers;
     std::sort(layers[static_cast<size_t>(s)].begin(), layers[static_cast<size_t>(s)].end());
     for (int l : layers[static_cast<size_t>(s)]) {
-      for (auto& p : model.layers[static_cast<size_t>(l)].parameters()) params[static_cast<size_t>(s)].push_back(p);
+      for (auto& p : model.layers[static_cast<size_t>(l)].parameters())
+        params[static_cast<size_t>(s)].push_back(p);
     }
   }
   // history[s][v]: stage s's weights at version v.
   std::vector<std::vector<std::vector<at::Tensor>>> history(static_cast<size_t>(S));
-  for (int s = 0; s < S; ++s) history[static_cast<size_t>(s)].push_back(snapshot(params[static_cast<size_t>(s)]));
+  for (int s = 0; s < S; ++s)
+    history[static_cast<size_t>(s)].push_back(snapshot(params[static_cast<size_t>(s)]));
   auto load = [&](int s, int v) {
     at::NoGradGuard no_grad;
     const auto& w = history[static_cast<size_t>(s)].at(static_cast<size_t>(v));
     for (size_t i = 0; i < w.size(); ++i) params[static_cast<size_t>(s)][i].copy_(w[i]);
   };
   auto run_stage = [&](int s, at::Tensor x) {
-    for (int l : layers[static_cast<size_t>(s)]) x = model.layers[static_cast<size_t>(l)].module.forward(x);
+    for (int l : layers[static_cast<size_t>(s)])
+      x = model.layers[static_cast<size_t>(l)].module.forward(x);
     return x;
   };
   const auto versions = declared_versions(schedule);
-  auto data = opt.data == "synthetic" ? synthetic_batches(model, plan.batch_size, opt.seed, opt.float64)
-                                      : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
+  auto data =
+      opt.data == "synthetic"
+          ? synthetic_batches(model, plan.batch_size, opt.seed, opt.float64)
+          : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
   data->configure(plan.batch_size, plan.dp, M);
   std::vector<Optimizer> optimizers(static_cast<size_t>(S), Optimizer(opt.optimizer));
   ReferenceResult r;
   for (int step = 0; step < N; ++step) {
     std::vector<std::vector<at::Tensor>> grads(static_cast<size_t>(S));
     for (int s = 0; s < S; ++s) {
-      for (const auto& p : params[static_cast<size_t>(s)]) grads[static_cast<size_t>(s)].push_back(at::zeros_like(p));
+      for (const auto& p : params[static_cast<size_t>(s)])
+        grads[static_cast<size_t>(s)].push_back(at::zeros_like(p));
     }
     double loss_sum = 0;
     for (int replica = 0; replica < plan.dp; ++replica) {
       for (int i = 0; i < M; ++i) {
         const int mb = step * M + i;
+        // The masks the executor's stages draw for this micro-batch, in forward and recompute.
+        const models::DropoutKey key(models::micro_batch_dropout_key(opt.seed, replica, mb));
         // Forward with the forward versions, keeping each stage's input.
         std::vector<at::Tensor> inputs;
         at::Tensor x = data->input(step, replica, i);
@@ -99,7 +109,8 @@ ReferenceResult reference_training(const Plan& plan, const Schedule& schedule, c
           if (leaf) in = in.detach().requires_grad_(true);
           at::Tensor y = run_stage(s, in);
           if (s == S - 1) {
-            (model.per_sample_loss(y, data->target(step, replica, i)).sum() / plan.batch_size).backward();
+            (model.per_sample_loss(y, data->target(step, replica, i)).sum() / plan.batch_size)
+                .backward();
           } else {
             y.backward(g);
           }
@@ -115,7 +126,8 @@ ReferenceResult reference_training(const Plan& plan, const Schedule& schedule, c
     r.step_loss.push_back(loss_sum / plan.batch_size);
     for (int s = 0; s < S; ++s) {
       std::vector<at::Tensor> next = snapshot(history[static_cast<size_t>(s)].back());
-      optimizers[static_cast<size_t>(s)].step(history[static_cast<size_t>(s)].back(), grads[static_cast<size_t>(s)], next);
+      optimizers[static_cast<size_t>(s)].step(history[static_cast<size_t>(s)].back(),
+                                              grads[static_cast<size_t>(s)], next);
       history[static_cast<size_t>(s)].push_back(std::move(next));
     }
   }

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include "models/layers.hpp"
+
 namespace pipetwin::exec {
 
 struct StageRuntime::Slot {
@@ -14,20 +16,23 @@ struct StageRuntime::Slot {
 
 struct StageRuntime::MicroBatch {
   at::Tensor input, target;
-  at::Tensor leaf;               // the input as autograd leaf, for the input gradient
+  at::Tensor leaf;                 // the input as autograd leaf, for the input gradient
   std::vector<at::Tensor> xs, ys;  // per layer, when back-propagating layer by layer
-  at::Tensor out;                // stage output (with graph), or the loss on the last stage
-  int graph_version = -1;        // weights the graph was built on; -1: no graph
+  at::Tensor out;                  // stage output (with graph), or the loss on the last stage
+  int graph_version = -1;          // weights the graph was built on; -1: no graph
 };
 
-StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig optimizer, LossFn loss)
-    : spec_(std::move(spec)), factory_(std::move(factory)), optimizer_(std::move(optimizer)),
+StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig optimizer,
+                           LossFn loss)
+    : spec_(std::move(spec)),
+      factory_(std::move(factory)),
+      optimizer_(std::move(optimizer)),
       loss_(std::move(loss)) {
   auto first = std::make_shared<Slot>();
   first->layers = factory_();
   if (first->layers.size() != spec_.layers.size()) {
-    throw std::logic_error(fmt::format("stage {}: factory built {} layers, expected {}", spec_.stage,
-                                       first->layers.size(), spec_.layers.size()));
+    throw std::logic_error(fmt::format("stage {}: factory built {} layers, expected {}",
+                                       spec_.stage, first->layers.size(), spec_.layers.size()));
   }
   at::NoGradGuard no_grad;
   for (size_t l = 0; l < first->layers.size(); ++l) {
@@ -62,9 +67,10 @@ std::shared_ptr<StageRuntime::Slot> StageRuntime::new_slot() {
 StageRuntime::Slot& StageRuntime::slot_of(int version, const char* who, int mb) {
   auto it = slots_.find(version);
   if (it == slots_.end()) {
-    throw std::runtime_error(fmt::format("stage {}: {} of micro-batch {} reads weight version {}, "
-                                         "which the stage no longer holds (current {})",
-                                         spec_.stage, who, mb, version, current_));
+    throw std::runtime_error(
+        fmt::format("stage {}: {} of micro-batch {} reads weight version {}, "
+                    "which the stage no longer holds (current {})",
+                    spec_.stage, who, mb, version, current_));
   }
   return *it->second;
 }
@@ -101,15 +107,18 @@ at::Tensor StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
 at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, bool keep_graph,
                                  const at::Tensor& target) {
   if (version != current_) {
-    throw std::runtime_error(fmt::format("stage {}: forward of micro-batch {} asks for weight "
-                                         "version {} but the current version is {}",
-                                         spec_.stage, mb, version, current_));
+    throw std::runtime_error(
+        fmt::format("stage {}: forward of micro-batch {} asks for weight "
+                    "version {} but the current version is {}",
+                    spec_.stage, mb, version, current_));
   }
   Slot& slot = slot_of(version, "forward", mb);
   last_used_ = slot.version;
   auto m = std::make_unique<MicroBatch>();
   m->input = input;
   m->target = target;
+  const models::DropoutKey key(
+      models::micro_batch_dropout_key(spec_.dropout_seed, spec_.replica, mb));
   at::Tensor out = run(slot, *m, keep_graph);
   if (keep_graph) {
     if (spec_.last) loss_sum_ += (out / spec_.loss_scale).item<double>();
@@ -124,13 +133,15 @@ at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, b
 void StageRuntime::recompute(int mb, int version) {
   auto it = in_flight_.find(mb);
   if (it == in_flight_.end()) {
-    throw std::runtime_error(fmt::format("stage {}: recompute of micro-batch {} before its forward",
-                                         spec_.stage, mb));
+    throw std::runtime_error(
+        fmt::format("stage {}: recompute of micro-batch {} before its forward", spec_.stage, mb));
   }
   MicroBatch& m = *it->second;
   if (m.graph_version >= 0) release(m.graph_version);
   Slot& slot = slot_of(version, "recompute", mb);
   last_used_ = slot.version;
+  const models::DropoutKey key(
+      models::micro_batch_dropout_key(spec_.dropout_seed, spec_.replica, mb));
   m.out = run(slot, m, true);
   m.graph_version = version;
   ++slot.refs;
@@ -140,15 +151,17 @@ at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_ou
                                   const std::function<void(int)>& on_layer_done) {
   auto it = in_flight_.find(mb);
   if (it == in_flight_.end() || it->second->graph_version < 0) {
-    throw std::runtime_error(fmt::format("stage {}: backward of micro-batch {} without a forward "
-                                         "graph (missing forward or recompute)",
-                                         spec_.stage, mb));
+    throw std::runtime_error(
+        fmt::format("stage {}: backward of micro-batch {} without a forward "
+                    "graph (missing forward or recompute)",
+                    spec_.stage, mb));
   }
   MicroBatch& m = *it->second;
   if (m.graph_version != version) {
-    throw std::runtime_error(fmt::format("stage {}: backward of micro-batch {} asks for weight "
-                                         "version {} but its graph was built on version {}",
-                                         spec_.stage, mb, version, m.graph_version));
+    throw std::runtime_error(
+        fmt::format("stage {}: backward of micro-batch {} asks for weight "
+                    "version {} but its graph was built on version {}",
+                    spec_.stage, mb, version, m.graph_version));
   }
   last_used_ = slots_.at(m.graph_version)->version;
   if (spec_.per_layer_backward) {
@@ -189,9 +202,10 @@ void StageRuntime::release(int version) {
 
 void StageRuntime::optimizer_step(int new_version) {
   if (new_version != current_ + 1) {
-    throw std::runtime_error(fmt::format("stage {}: optimizer step to version {} but the stage is at "
-                                         "version {}",
-                                         spec_.stage, new_version, current_));
+    throw std::runtime_error(
+        fmt::format("stage {}: optimizer step to version {} but the stage is at "
+                    "version {}",
+                    spec_.stage, new_version, current_));
   }
   auto cur = slots_.at(current_);
   if (cur->refs == 0) {
@@ -212,22 +226,30 @@ void StageRuntime::optimizer_step(int new_version) {
   current_ = new_version;
 }
 
-void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target) {
-  MicroBatch m;
-  m.input = input;
-  m.target = target;
-  at::Tensor out = run(*slots_.at(current_), m, true);
-  if (spec_.last) {
-    out.backward();
-  } else if (spec_.per_layer_backward) {
-    at::Tensor g = at::ones_like(m.ys.back());
-    for (size_t l = m.ys.size(); l-- > 0;) {
-      m.ys[l].backward(g);
-      g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
-      if (!g.defined()) break;
+void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target, int graphs) {
+  // Hold `graphs` graphs at once, as the run will: the allocator grows to the run's peak here
+  // rather than during the first timed iterations (page faults on fresh memory).
+  std::vector<MicroBatch> ms(static_cast<size_t>(std::max(1, graphs)));
+  std::vector<at::Tensor> outs;
+  for (auto& m : ms) {
+    m.input = input;
+    m.target = target;
+    outs.push_back(run(*slots_.at(current_), m, true));
+  }
+  for (size_t i = ms.size(); i-- > 0;) {
+    MicroBatch& m = ms[i];
+    if (spec_.last) {
+      outs[i].backward();
+    } else if (spec_.per_layer_backward) {
+      at::Tensor g = at::ones_like(m.ys.back());
+      for (size_t l = m.ys.size(); l-- > 0;) {
+        m.ys[l].backward(g);
+        g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
+        if (!g.defined()) break;
+      }
+    } else {
+      outs[i].backward(at::ones_like(outs[i]));
     }
-  } else {
-    out.backward(at::ones_like(out));
   }
   at::NoGradGuard no_grad;
   for (auto& g : grads_) g.zero_();
@@ -242,7 +264,9 @@ std::vector<at::Tensor> StageRuntime::gradients(int first_layer, int last_layer)
   return out;
 }
 
-std::vector<at::Tensor> StageRuntime::parameters() const { return slots_.at(current_)->params; }
+std::vector<at::Tensor> StageRuntime::parameters() const {
+  return slots_.at(current_)->params;
+}
 
 double StageRuntime::take_loss_sum() {
   const double s = loss_sum_;
@@ -250,6 +274,8 @@ double StageRuntime::take_loss_sum() {
   return s;
 }
 
-int StageRuntime::live_versions() const { return static_cast<int>(slots_.size()); }
+int StageRuntime::live_versions() const {
+  return static_cast<int>(slots_.size());
+}
 
 }  // namespace pipetwin::exec

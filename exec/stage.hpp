@@ -36,11 +36,15 @@ namespace pipetwin::exec {
 
 struct StageSpec {
   int stage = 0;
-  std::vector<int> layers;  // model layer indices, ascending
-  bool first = false;       // receives the model input
-  bool last = false;        // produces the loss
-  double loss_scale = 1.0;  // 1 / samples per optimizer step
+  std::vector<int> layers;          // model layer indices, ascending
+  bool first = false;               // receives the model input
+  bool last = false;                // produces the loss
+  double loss_scale = 1.0;          // 1 / samples per optimizer step
   bool per_layer_backward = false;  // back-propagate layer by layer (reports each layer's end)
+  // Dropout masks of micro-batch mb come from models::micro_batch_dropout_key(dropout_seed,
+  // replica, mb), in its forward and again in its recompute (layers.hpp "Dropout").
+  uint64_t dropout_seed = 0;
+  int replica = 0;
 };
 
 class StageRuntime {
@@ -64,8 +68,9 @@ class StageRuntime {
   at::Tensor backward(int mb, int version, const at::Tensor& grad_output,
                       const std::function<void(int layer)>& on_layer_done);
   void optimizer_step(int new_version);
-  // One untimed forward and backward of `input`, its gradients discarded (executor warm-up).
-  void warm_up(const at::Tensor& input, const at::Tensor& target);
+  // Untimed forwards of `input` holding `graphs` graphs at once, then their backwards; the
+  // gradients are discarded (executor warm-up).
+  void warm_up(const at::Tensor& input, const at::Tensor& target, int graphs = 1);
 
   // Accumulated gradients of the parameters of model layers [first, last] of this stage.
   std::vector<at::Tensor> gradients(int first_layer, int last_layer) const;
@@ -91,8 +96,8 @@ class StageRuntime {
   std::map<int, std::shared_ptr<Slot>> slots_;  // by version
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
-  std::vector<at::Tensor> grads_;               // shared .grad of every slot's parameters
-  std::vector<int> param_layer_;                // model layer of each parameter
+  std::vector<at::Tensor> grads_;  // shared .grad of every slot's parameters
+  std::vector<int> param_layer_;   // model layer of each parameter
   int current_ = 0;
   int last_used_ = 0;
   double loss_sum_ = 0;

@@ -123,6 +123,25 @@ std::vector<MemorySample> DeviceWorker::take_memory() {
   return std::move(memory_);
 }
 
+int DeviceWorker::graphs_in_flight(int stage) const {
+  // Graphs a stage holds at once: forwards that keep theirs and recomputes add one, backwards
+  // release one.
+  const auto& cs = *shared_.schedule;
+  int held = 0, most = 0;
+  for (int32_t id :
+       cs.stream_actions(device_ * kStreamsPerDevice + static_cast<int>(StreamKind::kCompute))) {
+    const Action& a = cs.action(id);
+    if (a.stage != stage) continue;
+    if (a.op == Op::kRecompute ||
+        (a.op == Op::kForward && !recomputed_.count({a.stage, a.micro_batch}))) {
+      most = std::max(most, ++held);
+    } else if (a.op == Op::kBackward) {
+      --held;
+    }
+  }
+  return most;
+}
+
 void DeviceWorker::warm_up() {
   // The first run of an operator pays for allocator growth, thread-pool start and cold caches;
   // a real run's first iteration would show it. Run each stage once, untimed, and discard it.
@@ -138,7 +157,7 @@ void DeviceWorker::warm_up() {
     }
     if (!has_producer) input = shared_.data->input(0, replica_, 0);
     if (st->spec().last) target = shared_.data->target(0, replica_, 0);
-    st->warm_up(input, target);
+    st->warm_up(input, target, graphs_in_flight(stage));
   }
 }
 

@@ -112,6 +112,7 @@ class DeviceWorker {
   WorkerShared& shared_;
   std::map<int, StageRuntime*> stages_;
   InjectedFault fault_;
+  int graphs_in_flight(int stage) const;
   std::set<std::pair<int, int>> recomputed_;  // (stage, micro-batch) with a Recompute action
   std::vector<std::thread> threads_;
   std::mutex mu_;

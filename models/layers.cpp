@@ -66,6 +66,12 @@ DropoutKey::~DropoutKey() {
   t_dropout.key = saved_key_;
 }
 
+uint64_t micro_batch_dropout_key(uint64_t seed, int replica, int micro_batch) {
+  const uint64_t who = (static_cast<uint64_t>(static_cast<uint32_t>(replica)) << 32) |
+                       static_cast<uint32_t>(micro_batch);
+  return mix64(mix64(seed) ^ mix64(who));
+}
+
 torch::Tensor keyed_dropout(const torch::Tensor& x, double p, uint64_t site, bool training) {
   if (!training || p == 0) return x;
   const uint64_t key =

@@ -77,6 +77,10 @@ class DropoutKey {
   uint64_t saved_key_;
 };
 
+// The key of one micro-batch of one data-parallel replica in a run seeded with `seed`: what the
+// executor's stages and the reference trainer open around its forward and its recompute.
+uint64_t micro_batch_dropout_key(uint64_t seed, int replica, int micro_batch);
+
 // Zeroes each element with probability p (mask from (key, site, index)) and scales the rest by
 // 1 / (1 - p); the identity when !training or p == 0.
 torch::Tensor keyed_dropout(const torch::Tensor& x, double p, uint64_t site, bool training);

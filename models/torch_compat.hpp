@@ -1,18 +1,31 @@
-// The one place where pipetwin's models/ adapts to the LibTorch version it is built against.
+// The one place where pipetwin adapts to the LibTorch version it is built against (models/ and
+// exec/ alike).
 //
-// Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else in
-// models/ uses the stable C++ API that both provide. The one difference is attention: LibTorch
-// 2.x has a fused scaled_dot_product_attention (flash / memory-efficient kernels on GPU) that
-// 1.13 lacks. kHasFusedAttention says whether fused_attention() may be called; models/layers.cpp
-// otherwise computes the textbook softmax(Q K^T / sqrt(d)) V, and always does so while attention
-// dropout is active (the fused kernel would draw its mask from the global generator, which
-// layers.hpp "Dropout" forbids).
+// Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else uses
+// the stable C++ API that both provide. Two differences:
+//
+// Allocator (exec/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier in 2.3,
+// and copy_data became pure virtual.
+//
+// Attention (models/layers.cpp): LibTorch 2.x has a fused scaled_dot_product_attention (flash /
+// memory-efficient kernels on GPU) that 1.13 lacks. kHasFusedAttention says whether
+// fused_attention() may be called; models/layers.cpp otherwise computes the textbook softmax(Q K^T
+// / sqrt(d)) V, and always does so while attention dropout is active (the fused kernel would draw
+// its mask from the global generator, which layers.hpp "Dropout" forbids).
 //
 // Thread-safety: constants and a pure function.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define PIPETWIN_ALLOCATOR_CONST
+#define PIPETWIN_ALLOCATOR_HAS_COPY_DATA 1
+#else
+#define PIPETWIN_ALLOCATOR_CONST const
+#define PIPETWIN_ALLOCATOR_HAS_COPY_DATA 0
+#endif
 
 namespace pipetwin::models {
 

@@ -14,8 +14,8 @@
 namespace pipetwin {
 namespace {
 
-using testing::ExecSpec;
 using testing::exec_plan;
+using testing::ExecSpec;
 using testing::float64_options;
 using testing::max_relative_error;
 
@@ -49,16 +49,44 @@ TEST_P(SyncEqualsSingleProcess, SameWeightsAfterSeveralSteps) {
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, SyncEqualsSingleProcess,
-    ::testing::Values(SyncCase{"mlp:layers=4,width=32,input=16", "naive", 3, 4, Checkpoint::kNone},
-                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kNone},
-                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kExceptLast},
-                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 2, 3, Checkpoint::kAlways},
-                      SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 4, Checkpoint::kNone},
-                      SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 2, Checkpoint::kExceptLast},
-                      SyncCase{"vit:test", "gpipe", 2, 4, Checkpoint::kExceptLast},
-                      SyncCase{"vit:test", "1f1b", 3, 4, Checkpoint::kNone},
-                      SyncCase{"bert:tiny,seq=8,vocab=64", "gpipe", 2, 2, Checkpoint::kNone},
-                      SyncCase{"bert:tiny,seq=8,vocab=64", "1f1b", 2, 4, Checkpoint::kExceptLast}));
+    ::testing::Values(
+        SyncCase{"mlp:layers=4,width=32,input=16", "naive", 3, 4, Checkpoint::kNone},
+        SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kNone},
+        SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 3, 4, Checkpoint::kExceptLast},
+        SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 2, 3, Checkpoint::kAlways},
+        SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 4, Checkpoint::kNone},
+        SyncCase{"mlp:layers=4,width=32,input=16", "1f1b", 3, 2, Checkpoint::kExceptLast},
+        SyncCase{"vit:test", "gpipe", 2, 4, Checkpoint::kExceptLast},
+        SyncCase{"vit:test", "1f1b", 3, 4, Checkpoint::kNone},
+        SyncCase{"bert:tiny,seq=8,vocab=64", "gpipe", 2, 2, Checkpoint::kNone},
+        SyncCase{"bert:tiny,seq=8,vocab=64", "1f1b", 2, 4, Checkpoint::kExceptLast}));
+
+// Dropout masks follow the micro-batch, not the thread or the pass: a checkpointed stage's
+// recompute sees its forward's masks, and every partition sees the masks of one process.
+TEST(ExecDropout, CheckpointedRecomputeSeesTheForwardsMasks) {
+  for (const Checkpoint ck : {Checkpoint::kNone, Checkpoint::kAlways}) {
+    ExecSpec s;
+    s.model = "vit:test,dropout=0.3";
+    s.stages = 2;
+    s.chunks = 3;
+    s.checkpoint = ck;
+    const Plan plan = exec_plan(s);
+    const auto opt = float64_options(2);
+    const exec::ExecResult r = exec::execute_plan(plan, opt);
+    const PlanContext ctx(plan, 2);
+    const exec::ReferenceResult ref =
+        exec::reference_training(plan, make_schedule("gpipe", ctx.shape), opt);
+    std::vector<at::Tensor> expected;
+    for (const auto& st : ref.stage_parameters)
+      expected.insert(expected.end(), st.begin(), st.end());
+    const auto got = testing::executor_parameters(r, 2);
+    EXPECT_LT(max_relative_error(got, expected), 1e-9) << checkpoint_name(ck);
+    // Dropout is on: without it training ends elsewhere.
+    s.model = "vit:test";
+    const exec::ExecResult plain = exec::execute_plan(exec_plan(s), opt);
+    EXPECT_GT(max_relative_error(got, testing::executor_parameters(plain, 2)), 1e-6);
+  }
+}
 
 class AsyncUsesDeclaredVersions : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
@@ -78,7 +106,8 @@ TEST_P(AsyncUsesDeclaredVersions, RecordedVersionsAndWeights) {
   for (int d = 0; d < sched.num_devices(); ++d) {
     for (const auto& a : sched.devices[static_cast<size_t>(d)]) {
       if (stream_of(a.op) == StreamKind::kCompute) {
-        declared[{d, static_cast<int>(a.op), a.stage, a.op == Op::kOptimizerStep ? a.step : a.micro_batch}] = a.version;
+        declared[{d, static_cast<int>(a.op), a.stage,
+                  a.op == Op::kOptimizerStep ? a.step : a.micro_batch}] = a.version;
       }
     }
   }

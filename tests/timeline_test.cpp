@@ -289,6 +289,28 @@ TEST(Metrics, AsynchronousWindowLeavesOutFillAndDrain) {
   EXPECT_NEAR(short_run.iteration_time_s, 7.0 / 5, kTol);
 }
 
+TEST(Metrics, MedianStepIgnoresOneStalledStep) {
+  // Steps end at 1, 2, 3, 9, 10, 11: step times in the window 1, 1, 6, 1, 1.
+  Timeline t = blank(1);
+  const std::vector<double> ends = {1, 2, 3, 9, 10, 11};
+  for (size_t k = 0; k < ends.size(); ++k) {
+    const int step = static_cast<int>(k);
+    t.events.push_back(ev(0, Op::kOptimizerStep, 0, -1, step, step + 1, ends[k] - 0.5, ends[k]));
+  }
+  const Metrics m = compute_metrics(t, 1, false, 1);
+  EXPECT_NEAR(m.iteration_time_s, 2, kTol);  // (11 - 1) / 5
+  EXPECT_NEAR(m.iteration_time_median_s, 1, kTol);
+  // An even count takes the mean of the middle two: 1, 1, 6, 1 -> (1 + 1) / 2; 1, 1 -> 1.
+  t.events.pop_back();
+  EXPECT_NEAR(compute_metrics(t, 1, false, 1).iteration_time_median_s, 1, kTol);
+  t.events.resize(3);
+  EXPECT_NEAR(compute_metrics(t, 1, false, 1).iteration_time_median_s, 1, kTol);
+  // A synchronous steady state: the median is the mean.
+  EXPECT_NEAR(compute_metrics(three_steps(), 1, false, 8).iteration_time_median_s, 4, kTol);
+  const Json doc = metrics_to_json(m);
+  EXPECT_NEAR(metrics_from_json(JsonView(doc, "m.json")).iteration_time_median_s, 1, kTol);
+}
+
 TEST(Metrics, OneStepIsTheWholeRun) {
   Timeline t = blank(1);
   t.events.push_back(ev(0, Op::kForward, 0, 0, 0, 0, 0, 2));

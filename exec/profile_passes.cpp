@@ -1,0 +1,138 @@
+#include "exec/profile_passes.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <ATen/ATen.h>
+
+#include "exec/host.hpp"
+#include "exec/memory_tracker.hpp"
+
+namespace pipetwin::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+bool stopped(const std::atomic<bool>* keep_going) {
+  return keep_going != nullptr && !keep_going->load();
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
+                               const ProfileOptions& o)
+    : model_(model),
+      input_(model.synthetic_input(micro_batch, o.seed)),
+      target_(model.synthetic_target(micro_batch, o.seed)) {
+  for (auto& layer : model_.layers) {
+    optimizers_.emplace_back(o.optimizer);  // one per layer: its state is per parameter list
+    std::vector<at::Tensor> out;
+    for (const auto& p : layer.parameters()) out.push_back(p.detach().clone());
+    out_.push_back(std::move(out));
+  }
+}
+
+void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
+  const size_t n = model_.layers.size();
+  std::vector<at::Tensor> leaf(n), y(n);
+  if (!chain(leaf, y, t ? &t->forward : nullptr, keep_going)) return;    // forward
+  if (!chain(leaf, y, t ? &t->recompute : nullptr, keep_going)) return;  // recompute, for backward
+  for (size_t l = n; l-- > 0;) {
+    if (stopped(keep_going)) return;
+    const auto a = Clock::now();
+    if (l + 1 == n) {
+      y[l].backward();
+    } else {
+      y[l].backward(leaf[l + 1].grad());
+    }
+    if (t) t->backward[l].push_back(since(a));
+  }
+  for (size_t l = 0; l < n; ++l) {
+    const auto params = model_.layers[l].parameters();
+    if (params.empty() || stopped(keep_going)) continue;
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+    const auto a = Clock::now();
+    optimizers_[l].step(params, grads, out_[l]);
+    at::NoGradGuard no_grad;
+    for (auto& g : grads) g.zero_();
+    if (t) t->optimizer[l].push_back(since(a));
+  }
+}
+
+bool SequenceRunner::chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& y,
+                           Samples* times, const std::atomic<bool>* keep_going) {
+  const size_t n = model_.layers.size();
+  at::Tensor x = input_;
+  for (size_t l = 0; l < n; ++l) {
+    if (stopped(keep_going)) return false;
+    const auto a = Clock::now();
+    leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
+    y[l] = model_.layers[l].module.forward(leaf[l]);
+    if (l + 1 == n) y[l] = model_.per_sample_loss(y[l], target_).sum();
+    if (times) (*times)[l].push_back(since(a));
+    x = y[l];
+  }
+  return true;
+}
+
+CoRunner::CoRunner(const models::LayeredModel& model, int micro_batch, const ProfileOptions& o,
+                   int device)
+    : model_(model.clone()) {
+  thread_ = std::thread([this, micro_batch, o, device] { loop(micro_batch, o, device); });
+}
+
+void CoRunner::loop(int micro_batch, ProfileOptions o, int device) {
+  MemoryTracker::ScopedDevice attribute(device);
+  configure_compute_thread(o.threads, 1, true);
+  SequenceRunner runner(model_, micro_batch, o);
+  runner.pass(nullptr);  // warm-up
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      busy_ = false;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return quit_ || want_.load(); });
+      if (quit_) return;
+      busy_ = true;
+      cv_.notify_all();
+    }
+    while (want_.load()) runner.pass(nullptr, &want_);
+  }
+}
+
+void CoRunner::resume() {
+  std::unique_lock<std::mutex> lock(mu_);
+  want_.store(true);
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return busy_; });
+}
+
+void CoRunner::pause() {
+  std::unique_lock<std::mutex> lock(mu_);
+  want_.store(false);
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return !busy_; });
+}
+
+CoRunner::~CoRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+    want_.store(false);
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+}  // namespace pipetwin::exec

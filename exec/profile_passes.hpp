@@ -1,0 +1,82 @@
+// The profiler's measuring loops (profiler.hpp): training passes over a model's layers, timed
+// layer by layer, and a co-runner that loads the second core while the first is measured.
+//
+// SequenceRunner::pass() is one pass as a stage runs it: forward of every layer in order (each
+// layer's input the previous output, detached), the forward again (checkpointing's recompute),
+// backward of every layer in reverse order on that graph, and one optimizer step per layer into
+// copies of its weights (the model stays as built), zeroing the gradients after it.
+//
+// CoRunner runs passes of its own copy of the model on the second usable core while resumed, and
+// idles (blocked, not spinning) while paused; pause() returns once it has stopped computing, so
+// alone and shared passes can alternate and see the same host conditions.
+//
+// Thread-safety: a SequenceRunner belongs to one thread. CoRunner's resume() and pause() are
+// called from one (the measuring) thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "exec/optimizer.hpp"
+#include "exec/profiler.hpp"
+#include "models/layered_model.hpp"
+
+namespace pipetwin::exec {
+
+// Per layer, the samples of one kind of time.
+using Samples = std::vector<std::vector<double>>;
+
+struct PassTimes {
+  Samples forward, recompute, backward, optimizer;
+  explicit PassTimes(size_t layers)
+      : forward(layers), recompute(layers), backward(layers), optimizer(layers) {}
+};
+
+double median(std::vector<double> v);
+
+class SequenceRunner {
+ public:
+  SequenceRunner(models::LayeredModel& model, int micro_batch, const ProfileOptions& o);
+
+  // One pass; records its times into `t` when given. With `keep_going`, stops early (times
+  // incomplete, nothing recorded for the rest) once it reads false.
+  void pass(PassTimes* t, const std::atomic<bool>* keep_going = nullptr);
+
+ private:
+  bool chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& y, Samples* times,
+             const std::atomic<bool>* keep_going);
+
+  models::LayeredModel& model_;
+  at::Tensor input_, target_;
+  std::vector<Optimizer> optimizers_;
+  std::vector<std::vector<at::Tensor>> out_;
+};
+
+class CoRunner {
+ public:
+  // Starts paused. `device` is the memory-tracker slot its allocations are counted in.
+  CoRunner(const models::LayeredModel& model, int micro_batch, const ProfileOptions& o, int device);
+  ~CoRunner();
+  CoRunner(const CoRunner&) = delete;
+  CoRunner& operator=(const CoRunner&) = delete;
+
+  void resume();  // returns once it computes
+  void pause();   // returns once it has stopped computing
+
+ private:
+  void loop(int micro_batch, ProfileOptions o, int device);
+
+  models::LayeredModel model_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> want_{false};
+  bool busy_ = false, quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace pipetwin::exec
