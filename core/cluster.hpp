@@ -27,8 +27,9 @@ struct DeviceSpec {
   double memory_bandwidth = 0;          // bytes/s
   std::map<std::string, double> peak_flops;  // per dtype: "float32", "float16", "bfloat16", ...
   std::string source;                   // where the figures come from
-  // Devices of a node that share one compute core, in consecutive groups of this size (two
-  // hyper-threads of a physical core: 2); 0 or 1: devices are independent (GPUs).
+  // Devices of a node that share compute resources (a physical core's hyper-threads, or the
+  // caches and memory bandwidth of a small VM), in consecutive groups of this size; 0 or 1:
+  // devices are independent (GPUs). The profile's contention says how much they slow each other.
   int core_sharing = 0;
 
   // Peak FLOP/s for `dtype`, falling back to float32; 0 when unknown.

@@ -1,6 +1,7 @@
 #include "exec/profiler.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -146,6 +147,19 @@ std::vector<double> measure_core_slowdown(models::LayeredModel& model, int b,
   return slowdown;
 }
 
+// "AMD EPYC, 2 usable cores": what the profile was measured on, for its notes.
+std::string host_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return fmt::format("{}, {} usable core(s)", model, usable_cores());
+}
+
 }  // namespace
 
 Profile profile_model(const std::string& name, const ProfileOptions& o) {
@@ -166,10 +180,9 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       p.dtype = o.float64 ? "float64" : "float32";
       p.source = "measured";
       p.notes = fmt::format(
-          "pipetwin profile: layers timed in sequence, median of {} passes after {} warm-up, {} "
-          "intra-op "
-          "thread(s); contention {}",
-          o.repeats, o.warmup, o.threads,
+          "pipetwin profile on {}: layers timed in sequence, median of {} passes after {} warm-up, "
+          "{} intra-op thread(s); contention {}",
+          host_description(), o.repeats, o.warmup, o.threads,
           contention ? "measured against a co-runner on the second core" : "not measured (1.0)");
       describe_layers(p, model, o);
       const at::Tensor input = model.synthetic_input(o.micro_batches.front(), o.seed);
