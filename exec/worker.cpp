@@ -172,7 +172,8 @@ void DeviceWorker::run_stream(StreamKind stream) {
   } else {
     // Copy streams copy tensors: one thread, so no OpenMP team of theirs spins on the cores the
     // compute threads use (a new thread starts with as many OpenMP threads as there are cores).
-    configure_compute_thread(1, device_, false);
+    // (OpenBLAS's thread count is process-wide: the compute threads own it.)
+    at::set_num_threads(1);
   }
   const auto& cs = *shared_.schedule;
   int current = -1;

@@ -14,6 +14,8 @@
 // A task runs at its own speed while it is alone in its group and at `shared_duration` speed
 // while another task of the group runs too; when a task of the group starts or ends, the
 // remaining work of the others is carried over at the new speed and their end rescheduled.
+// Edge offsets (a successor released before its predecessor ends: an all-reduce bucket whose
+// gradients are ready mid-backward) stay at their unshared times, an approximation.
 //
 // Thread-safety: an Engine is not thread-safe; use one per thread. A TaskGraph is immutable once
 // prepared and may be shared by engines on several threads.
