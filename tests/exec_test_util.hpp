@@ -13,6 +13,7 @@
 #include "exec/executor.hpp"
 #include "exec/optimizer.hpp"
 #include "models/zoo.hpp"
+#include "sim_test_util.hpp"
 
 namespace pipetwin::testing {
 
@@ -64,14 +65,7 @@ inline Plan exec_plan(const ExecSpec& s) {
   p.dp = s.dp;
   p.batch_size = s.micro_batch * s.chunks * s.dp;
   p.checkpoint = s.checkpoint;
-  const int L = p.profile.num_layers();
-  int next = 0;
-  for (int k = 0; k < s.stages; ++k) {
-    StagePlan st;
-    st.device = k;
-    for (int i = 0; i < L / s.stages + (k < L % s.stages ? 1 : 0); ++i) st.layers.push_back(next++);
-    p.stages.push_back(st);
-  }
+  p.stages = contiguous_stages(p.profile.num_layers(), s.stages);
   return p;
 }
 

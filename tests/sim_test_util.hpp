@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,20 @@ inline Cluster ideal_cluster(int devices, double bandwidth = 1e12, double latenc
   return c;
 }
 
+// L layers split evenly into K contiguous stages (the first L mod K get one more), stage k on
+// device k.
+inline std::vector<StagePlan> contiguous_stages(int L, int K) {
+  std::vector<StagePlan> stages;
+  int next = 0;
+  for (int k = 0; k < K; ++k) {
+    StagePlan st;
+    st.device = k;
+    for (int i = 0; i < L / K + (k < L % K ? 1 : 0); ++i) st.layers.push_back(next++);
+    stages.push_back(st);
+  }
+  return stages;
+}
+
 struct PlanSpec {
   std::string model = "uniform:layers=4,fwd_ms=1,bwd_ms=2";
   std::string schedule = "gpipe";
@@ -51,14 +66,7 @@ inline Plan synthetic_plan(const PlanSpec& s) {
   p.dp = s.dp;
   p.batch_size = s.micro_batch * s.chunks * s.dp;
   p.checkpoint = s.checkpoint;
-  const int L = p.profile.num_layers();
-  int next = 0;
-  for (int k = 0; k < s.stages; ++k) {
-    StagePlan st;
-    st.device = k;
-    for (int i = 0; i < L / s.stages + (k < L % s.stages ? 1 : 0); ++i) st.layers.push_back(next++);
-    p.stages.push_back(st);
-  }
+  p.stages = contiguous_stages(p.profile.num_layers(), s.stages);
   return p;
 }
 
