@@ -16,8 +16,8 @@ namespace pipetwin {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using testing::ExecSpec;
+using ::testing::HasSubstr;
 
 struct Outcome {
   int status = 0;
@@ -53,21 +53,34 @@ class Distributed : public ::testing::Test {
     save_plan(plan, path);
     return path;
   }
-  std::string run_command(const std::string& plan, int nproc, int iterations, const std::string& extra = "") {
-    return fmt::format("{}/pipetwin run --plan {} --nproc {} --iterations {} --float64 --seed 7 "
-                       "--optimizer sgd --lr 0.05 --momentum 0.9 --no-pin --timeout 20 -q "
-                       "--save-parameters {} {}",
-                       PIPETWIN_BINARY_DIR, plan, nproc, iterations, (dir_ / "weights").string(), extra);
+  std::string run_command(const std::string& plan, int nproc, int iterations,
+                          const std::string& extra = "") {
+    return fmt::format(
+        "{}/pipetwin run --plan {} --nproc {} --iterations {} --float64 --seed 7 "
+        "--optimizer sgd --lr 0.05 --momentum 0.9 --no-pin --timeout 20 -q "
+        "--save-parameters {} {}",
+        PIPETWIN_BINARY_DIR, plan, nproc, iterations, (dir_ / "weights").string(), extra);
   }
   std::vector<at::Tensor> weights(int replica, int stages) {
     std::vector<at::Tensor> out;
     for (int s = 0; s < stages; ++s) {
-      for (auto& t : exec::load_tensors((dir_ / "weights" / fmt::format("replica{}_stage{}.pt", replica, s)).string())) {
+      for (auto& t : exec::load_tensors(
+               (dir_ / "weights" / fmt::format("replica{}_stage{}.pt", replica, s)).string())) {
         out.push_back(t);
       }
     }
     return out;
   }
+  // Runs `plan` on `nproc` processes; both replicas must end with plain training's weights.
+  void expect_single_process_weights(const Plan& plan, int nproc, int iterations) {
+    const Outcome o = sh(run_command(write_plan(plan), nproc, iterations));
+    ASSERT_EQ(o.status, 0) << o.output;
+    const auto reference =
+        testing::plain_training(plan, testing::float64_options(iterations), iterations);
+    EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
+    EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
+  }
+
   fs::path dir_;
 };
 
@@ -76,12 +89,7 @@ TEST_F(Distributed, TwoProcessGPipeWithDataParallelismEqualsSingleProcess) {
   s.stages = 2;
   s.chunks = 2;
   s.dp = 2;  // replica r on rank r: the all-reduce crosses processes
-  const Plan plan = testing::exec_plan(s);
-  const Outcome o = sh(run_command(write_plan(plan), 2, 3));
-  ASSERT_EQ(o.status, 0) << o.output;
-  const auto reference = testing::plain_training(plan, testing::float64_options(3), 3);
-  EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
-  EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
+  expect_single_process_weights(testing::exec_plan(s), 2, 3);
 }
 
 TEST_F(Distributed, FourProcessesOneDeviceEach) {
@@ -90,12 +98,7 @@ TEST_F(Distributed, FourProcessesOneDeviceEach) {
   s.chunks = 2;
   s.dp = 2;  // every send, recv and all-reduce crosses processes
   s.schedule = "1f1b";
-  const Plan plan = testing::exec_plan(s);
-  const Outcome o = sh(run_command(write_plan(plan), 4, 2));
-  ASSERT_EQ(o.status, 0) << o.output;
-  const auto reference = testing::plain_training(plan, testing::float64_options(2), 2);
-  EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
-  EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
+  expect_single_process_weights(testing::exec_plan(s), 4, 2);
 }
 
 TEST_F(Distributed, ARankThatDiesEndsTheJobEverywhere) {
@@ -103,7 +106,8 @@ TEST_F(Distributed, ARankThatDiesEndsTheJobEverywhere) {
   s.stages = 2;
   s.chunks = 4;
   const Plan plan = testing::exec_plan(s);
-  const Outcome o = sh("PIPETWIN_FAULT=device=1,action=4,mode=exit " + run_command(write_plan(plan), 2, 3));
+  const Outcome o =
+      sh("PIPETWIN_FAULT=device=1,action=4,mode=exit " + run_command(write_plan(plan), 2, 3));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.output, HasSubstr("rank 1 exited with status 3"));
   EXPECT_THAT(o.output, HasSubstr("rank 0:"));  // the survivor reports its own error
@@ -116,9 +120,9 @@ TEST_F(Distributed, ARankThatStopsAnsweringTimesOut) {
   s.chunks = 4;
   const Plan plan = testing::exec_plan(s);
   const std::string cmd = run_command(write_plan(plan), 2, 3);
-  const Outcome o = sh("PIPETWIN_FAULT=device=1,action=4,mode=hang " +
-                       cmd.substr(0, cmd.find("--timeout")) + "--timeout 5" +
-                       cmd.substr(cmd.find("--timeout") + 12));
+  const Outcome o =
+      sh("PIPETWIN_FAULT=device=1,action=4,mode=hang " + cmd.substr(0, cmd.find("--timeout")) +
+         "--timeout 5" + cmd.substr(cmd.find("--timeout") + 12));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.output, HasSubstr("rank 0:"));
   EXPECT_LT(o.seconds, 40);
