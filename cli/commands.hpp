@@ -18,6 +18,7 @@ void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_reproduce_command(CLI::App& app);
 // Verbs that need LibTorch; they say so when the build has none.
 void add_exec_commands(CLI::App& app);
 // The process's command line, for verbs that re-launch themselves (run --nproc).

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   pipetwin::cli::add_schedule_command(app);
   pipetwin::cli::add_compare_command(app);
   pipetwin::cli::add_exec_commands(app);
+  pipetwin::cli::add_reproduce_command(app);
   pipetwin::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

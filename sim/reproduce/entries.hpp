@@ -1,0 +1,12 @@
+// Factories of the reproduction entries, one per file (registry.cpp lists them in order).
+#pragma once
+
+#include <memory>
+
+#include "sim/reproduce/reproduce.hpp"
+
+namespace pipetwin::sim {
+
+std::unique_ptr<ReproEntry> make_epfl_entry();
+
+}  // namespace pipetwin::sim
