@@ -1,9 +1,18 @@
-// Where a model's costs come from: a profile file, the synthetic model, or a shipped profile.
+// Where a model's costs come from: a profile file, the synthetic model, a shipped profile, or
+// the analytic roofline over a zoo descriptor.
 //
 // resolve_profile() turns the `--model` / `--profile` pair of the CLI (or a plan's model name)
-// into a Profile: an explicit profile file wins; a synthetic spec is built in place; any other
-// zoo name is looked up among the shipped profiles under traces/ (a profile whose "model" field
-// is that name), preferring one measured on `preferred_device`.
+// into a Profile, first match wins:
+//   1. an explicit profile file;
+//   2. a synthetic spec, built in place;
+//   3. a shipped MEASURED profile under traces/ (a profile whose "model" field is that name),
+//      preferring one measured on the requested device: issue 5, "a measured profile always
+//      wins over the analytic one when both exist" (the cost model scales it to the device);
+//   4. a zoo name (core/zoo/zoo.hpp) on a known device: the analytic profile on that device
+//      (core/zoo/analytic.hpp), with the efficiencies calibrated for the device when the catalog
+//      has <catalog>/efficiency/<device>.json, else the built-in defaults;
+//   5. any other shipped profile of that name (e.g. an analytic one for another device).
+// The device is a DeviceSpec, or a name looked up in the default catalog (hardware/devices.json).
 //
 // Thread-safety: pure functions (reads files).
 #pragma once
@@ -11,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.hpp"
 #include "core/profile.hpp"
 
 namespace pipetwin {
@@ -20,6 +30,10 @@ std::string default_traces_dir();
 
 Profile resolve_profile(const std::string& model, const std::string& profile_path,
                         const std::string& preferred_device = "");
+// As above, for a device that need not be in the default catalog (a cluster's inline device).
+// `efficiency_file` (optional) overrides the catalog's calibrated efficiencies.
+Profile resolve_profile(const std::string& model, const std::string& profile_path,
+                        const DeviceSpec& device, const std::string& efficiency_file = "");
 
 // Shipped profiles found under `dir` (recursively): path and the model/device they describe.
 struct ShippedProfile {

@@ -1,0 +1,172 @@
+#include "core/zoo/analytic.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace pipetwin::zoo {
+
+namespace {
+
+constexpr const char* kFormat = "pipetwin.efficiency";
+constexpr int kVersion = 1;
+
+// Adam: parameter, gradient, two moments read; parameter and two moments written.
+constexpr double kOptimizerTraffic = 7.0;
+constexpr double kOptimizerState = 2.0;
+
+double checked_efficiency(const JsonView& v) {
+  const double e = v.as_positive();
+  if (e > kMaxEfficiency) {
+    v.fail(fmt::format("efficiency must be at most {} ({} given)", kMaxEfficiency, e));
+  }
+  return e;
+}
+
+}  // namespace
+
+double Efficiency::compute_for(const std::string& kind) const {
+  const auto it = compute.find(kind);
+  return it != compute.end() ? it->second : default_compute;
+}
+
+Efficiency default_efficiency() {
+  Efficiency e;
+  e.compute = {{"mlp", 0.65},
+               {"linear", 0.6},
+               {"head", 0.55},
+               {"attention", 0.45},
+               {"cross-attention", 0.45},
+               {"conv", 0.5},
+               {"residual", 0.5},
+               {"cell", 0.35},
+               {"embedding", 0.3},
+               {"norm", 0.3}};
+  e.default_compute = 0.5;
+  e.memory = 0.75;
+  e.overhead_s = 20e-6;
+  e.notes = "built-in defaults (core/zoo/analytic.hpp)";
+  return e;
+}
+
+Efficiency efficiency_from_json(const JsonView& doc) {
+  doc.check_format(kFormat, kVersion);
+  doc.allow_only({"format", "version", "device", "dtype", "compute", "default_compute", "memory",
+                  "overhead_s", "notes", "fit"});
+  Efficiency e;
+  e.device = doc.string_or("device", "");
+  e.dtype = doc.string_or("dtype", "");
+  e.notes = doc.string_or("notes", "");
+  const JsonView compute = doc.at("compute");
+  if (!compute.raw().is_object()) compute.fail("expected an object of op kind -> efficiency");
+  for (const auto& kind : compute.keys()) e.compute[kind] = checked_efficiency(compute.at(kind));
+  e.default_compute = checked_efficiency(doc.at("default_compute"));
+  e.memory = checked_efficiency(doc.at("memory"));
+  e.overhead_s = doc.nonneg("overhead_s");
+  if (auto fit = doc.find("fit")) e.fit = fit->raw();
+  return e;
+}
+
+Json efficiency_to_json(const Efficiency& e) {
+  Json doc;
+  doc["format"] = kFormat;
+  doc["version"] = kVersion;
+  if (!e.device.empty()) doc["device"] = e.device;
+  if (!e.dtype.empty()) doc["dtype"] = e.dtype;
+  Json compute = Json::object();
+  for (const auto& [kind, value] : e.compute) compute[kind] = value;
+  doc["compute"] = std::move(compute);
+  doc["default_compute"] = e.default_compute;
+  doc["memory"] = e.memory;
+  doc["overhead_s"] = e.overhead_s;
+  if (!e.notes.empty()) doc["notes"] = e.notes;
+  if (!e.fit.is_null()) doc["fit"] = e.fit;
+  return doc;
+}
+
+Efficiency load_efficiency(const std::string& path) {
+  const Json doc = load_json_file(path);
+  return efficiency_from_json(JsonView(doc, path));
+}
+
+void save_efficiency(const Efficiency& e, const std::string& path) {
+  write_file_atomic(path, dump_json(efficiency_to_json(e)));
+}
+
+double device_peak(const DeviceSpec& device, const std::string& dtype) {
+  const double peak = device.flops(dtype);
+  if (!(peak > 0)) {
+    throw InputError(
+        fmt::format("device {}: no peak FLOP/s for dtype {} (peak_flops)", device.name, dtype));
+  }
+  return peak;
+}
+
+double device_bandwidth(const DeviceSpec& device) {
+  if (!(device.memory_bandwidth > 0)) {
+    throw InputError(fmt::format("device {}: memory_bandwidth must be positive ({} given)",
+                                 device.name, device.memory_bandwidth));
+  }
+  return device.memory_bandwidth;
+}
+
+LayerWork layer_work(const ZooLayer& layer, int b, double peak_flops, double bandwidth,
+                     double elem_bytes) {
+  const double samples = b;
+  const double param_bytes = static_cast<double>(layer.params) * elem_bytes;
+  const double traffic = samples * layer.traffic_elems * elem_bytes;
+  LayerWork w;
+  w.forward.compute_s = samples * layer.forward_flops / peak_flops;
+  w.forward.memory_s = ((layer.dense_weights ? param_bytes : 0) + traffic) / bandwidth;
+  w.backward.compute_s = 2 * w.forward.compute_s;
+  w.backward.memory_s = (2 * param_bytes + 2 * traffic) / bandwidth;
+  return w;
+}
+
+double task_time(const TaskWork& w, const std::string& kind, const Efficiency& e) {
+  return e.overhead_s + std::max(w.compute_s / e.compute_for(kind), w.memory_s / e.memory);
+}
+
+Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
+                         const AnalyticOptions& o) {
+  const double elem = dtype_bytes(o.dtype, "analytic profile: dtype");
+  const double peak = device_peak(device, o.dtype), bw = device_bandwidth(device);
+  if (o.micro_batches.empty())
+    throw InputError("analytic profile: give at least one micro-batch size");
+  for (int b : o.micro_batches) require_positive("analytic profile: micro-batch size", b);
+  const Efficiency& e = o.efficiency;
+  Profile p;
+  p.model = model.name;
+  p.device = device.name;
+  p.dtype = o.dtype;
+  p.source = "analytic";
+  p.notes =
+      fmt::format("roofline over the zoo descriptor ({}); efficiencies: {}", model.description,
+                  e.device.empty() ? e.notes : "calibrated on " + e.device);
+  p.input_bytes_per_sample = model.input_elems * (model.input_tokens ? 8.0 : elem);
+  for (const auto& l : model.layers) {
+    LayerProfile lp;
+    lp.name = l.name;
+    lp.kind = l.kind;
+    for (int b : o.micro_batches) {
+      const LayerWork w = layer_work(l, b, peak, bw, elem);
+      const double fwd = task_time(w.forward, l.kind, e);
+      lp.timings.push_back({b, fwd, task_time(w.backward, l.kind, e), fwd, 1.0});
+    }
+    lp.output_bytes_per_sample = l.output_elems * elem;
+    lp.saved_bytes_per_sample = l.saved_elems * elem;
+    lp.param_bytes = static_cast<double>(l.params) * elem;
+    lp.optimizer_bytes = kOptimizerState * lp.param_bytes;
+    lp.optimizer_step_s =
+        l.params > 0 ? e.overhead_s + kOptimizerTraffic * lp.param_bytes / (bw * e.memory) : 0;
+    p.layers.push_back(std::move(lp));
+  }
+  for (const auto& edge : model.edges) {
+    p.edges.push_back({edge.from, edge.to, edge.elems * (edge.tokens ? 8.0 : elem)});
+  }
+  return p;
+}
+
+}  // namespace pipetwin::zoo

@@ -1,0 +1,104 @@
+// Analytic cost: a roofline estimate of every layer of a zoo descriptor on a device, as a Profile
+// (source "analytic") that the cost model, planner and simulator use like a measured one.
+//
+// Issue 5, "Analytic cost on a cluster": "a roofline estimate per layer (FLOPs / achievable
+// FLOP/s vs bytes / bandwidth) with per-op-kind efficiencies". For one task of a layer with f
+// FLOPs and m bytes moved, on a device of peak P FLOP/s (for the dtype) and bandwidth W bytes/s:
+//
+//   time = overhead + max(f / (P x efficiency[kind]), m / (W x memory_efficiency))
+//
+//   forward    f = b x forward FLOPs per sample
+//              m = weights read (all parameters; none for an embedding, which gathers rows)
+//                  + b x activation traffic per sample (core/zoo/zoo.hpp), in the dtype
+//   backward   2 x the forward FLOPs (input and weight gradients: two products per forward
+//              product); 2 x the forward traffic, and every weight read and its gradient written
+//   recompute  = forward (checkpointing runs the forward again)
+//   optimizer  Adam: state = 2 x parameter bytes; the step is memory-bound: it reads parameter,
+//              gradient and both moments and writes parameter and moments, 7 x parameter bytes
+// The overhead is one fixed launch cost per task (kernel launches on a GPU, dispatch and
+// autograd bookkeeping on a CPU). It and the efficiencies are constants below until calibrated
+// against measured profiles (core/zoo/calibration.hpp), then read from a "pipetwin.efficiency"
+// file.
+//
+// Default efficiencies (fractions of the device's peak FLOP/s), chosen as a careful engineer's
+// prior for large-batch training kernels on GPUs, where matrix products reach 50-70% of peak and
+// the memory system 70-80% of its bandwidth: mlp 0.65, linear 0.6, head 0.55, attention and
+// cross-attention 0.45 (softmax and small per-head products run below the big GEMMs), conv and
+// residual 0.5, cell 0.35 (AmoebaNet's many small ops), embedding and norm 0.3, any other kind
+// 0.5; memory 0.75; overhead 20 us per task.
+//
+// Format "pipetwin.efficiency" version 1 (JSON):
+//   {"format": "pipetwin.efficiency", "version": 1, "device": "cpu-core", "dtype": "float32",
+//    "compute": {"attention": 0.61, ...}, "default_compute": 0.5, "memory": 0.9,
+//    "overhead_s": 2.1e-05, "notes": "...", "fit": {...free-form report...}}
+// Efficiencies must lie in (0, 2] (a calibrated value above 1 says the catalog's nominal peak is
+// low for this workload); the overhead must not be negative.
+//
+// Thread-safety: value types and pure functions (file I/O in load/save).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/cluster.hpp"
+#include "core/json_io.hpp"
+#include "core/profile.hpp"
+#include "core/zoo/zoo.hpp"
+
+namespace pipetwin::zoo {
+
+inline constexpr double kMaxEfficiency = 2.0;
+
+struct Efficiency {
+  std::map<std::string, double> compute;  // per op kind
+  double default_compute = 0.5;           // kinds not listed
+  double memory = 0.75;
+  double overhead_s = 20e-6;
+  std::string device;  // what it was calibrated on; empty for the built-in defaults
+  std::string dtype;
+  std::string notes;
+  Json fit;  // the calibration's report, kept as written
+
+  double compute_for(const std::string& kind) const;
+};
+
+Efficiency default_efficiency();
+
+Efficiency efficiency_from_json(const JsonView& doc);
+Json efficiency_to_json(const Efficiency& e);
+Efficiency load_efficiency(const std::string& path);
+void save_efficiency(const Efficiency& e, const std::string& path);
+
+// The two roofline terms of one task at 100% efficiency, in seconds.
+struct TaskWork {
+  double compute_s = 0;  // FLOPs / peak
+  double memory_s = 0;   // bytes / bandwidth
+};
+
+// The work of one layer's forward and backward at micro-batch size b.
+struct LayerWork {
+  TaskWork forward, backward;
+};
+LayerWork layer_work(const ZooLayer& layer, int b, double peak_flops, double bandwidth,
+                     double elem_bytes);
+
+// overhead + max(compute / efficiency[kind], memory / memory efficiency).
+double task_time(const TaskWork& w, const std::string& kind, const Efficiency& e);
+
+struct AnalyticOptions {
+  std::string dtype = "float32";
+  std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32};
+  Efficiency efficiency = default_efficiency();
+};
+
+// The analytic profile of `model` on `device`. A device without a peak FLOP/s for the dtype or
+// without a memory bandwidth, or a non-positive micro-batch size, is an InputError.
+Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
+                         const AnalyticOptions& options = {});
+
+// Peak FLOP/s and bandwidth of `device` for `dtype`, validated (InputError naming the device).
+double device_peak(const DeviceSpec& device, const std::string& dtype);
+double device_bandwidth(const DeviceSpec& device);
+
+}  // namespace pipetwin::zoo

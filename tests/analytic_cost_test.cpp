@@ -1,0 +1,275 @@
+// core/zoo/analytic.hpp and calibration.hpp: the roofline against hand-computed times, the
+// "pipetwin.efficiency" format and its errors, calibration recovering known efficiencies, its
+// error on held-aside measured layers, and core/model_source's analytic fallback.
+#include "core/zoo/analytic.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/model_graph.hpp"
+#include "core/model_source.hpp"
+#include "core/zoo/calibration.hpp"
+#include "tests/test_util.hpp"
+
+namespace pipetwin::zoo {
+namespace {
+
+using test::input_error;
+using ::testing::HasSubstr;
+
+DeviceSpec toy_device() {
+  DeviceSpec d;
+  d.name = "toy";
+  d.memory_bandwidth = 1e11;       // 100 GB/s
+  d.peak_flops["float32"] = 1e13;  // 10 TFLOP/s
+  return d;
+}
+
+Efficiency toy_efficiency() {
+  Efficiency e;
+  e.compute = {{"mlp", 0.5}, {"embedding", 0.25}};
+  e.default_compute = 0.4;
+  e.memory = 0.8;
+  e.overhead_s = 1e-5;
+  return e;
+}
+
+const LayerProfile& layer(const Profile& p, const std::string& name) {
+  return *std::find_if(p.layers.begin(), p.layers.end(),
+                       [&](const LayerProfile& l) { return l.name == name; });
+}
+
+TEST(Roofline, ComputeBoundLayerIsFlopsOverAchievedPeak) {
+  const ZooModel m = describe_model("bert:large,seq=512");
+  AnalyticOptions o;
+  o.micro_batches = {8};
+  o.efficiency = toy_efficiency();
+  const Profile p = analytic_profile(m, toy_device(), o);
+  EXPECT_EQ(p.source, "analytic");
+  EXPECT_EQ(p.device, "toy");
+  const auto& mlp = layer(p, "block0.mlp");
+  const double flops = 8 * 16.0 * 512 * 1024 * 1024;  // b x 16 s h^2
+  EXPECT_DOUBLE_EQ(mlp.timings[0].forward_s, 1e-5 + flops / (1e13 * 0.5));
+  EXPECT_DOUBLE_EQ(mlp.timings[0].backward_s, 1e-5 + 2 * flops / (1e13 * 0.5));
+  EXPECT_DOUBLE_EQ(mlp.timings[0].recompute_s, mlp.timings[0].forward_s);
+  EXPECT_DOUBLE_EQ(mlp.param_bytes, 4.0 * (2 * 1024 * 4096 + 4096 + 1024 + 2 * 1024));
+  EXPECT_DOUBLE_EQ(mlp.optimizer_bytes, 2 * mlp.param_bytes);  // Adam
+  EXPECT_DOUBLE_EQ(mlp.optimizer_step_s, 1e-5 + 7 * mlp.param_bytes / (1e11 * 0.8));
+}
+
+TEST(Roofline, EmbeddingIsMemoryBound) {
+  const ZooModel m = describe_model("gpt2:tiny");
+  AnalyticOptions o;
+  o.micro_batches = {1, 4};
+  o.efficiency = toy_efficiency();
+  const Profile p = analytic_profile(m, toy_device(), o);
+  const auto& embed = layer(p, "embed");
+  const ZooLayer& z = m.layers[0];
+  for (const auto& t : embed.timings) {
+    // No FLOPs; rows gathered, not the whole table: only activation traffic in the forward.
+    const double fwd_bytes = t.micro_batch * z.traffic_elems * 4;
+    EXPECT_DOUBLE_EQ(t.forward_s, 1e-5 + fwd_bytes / (1e11 * 0.8));
+    // Backward writes every weight's gradient and reads every weight once.
+    const double bwd_bytes = 2 * z.params * 4.0 + 2 * fwd_bytes;
+    EXPECT_DOUBLE_EQ(t.backward_s, 1e-5 + bwd_bytes / (1e11 * 0.8));
+  }
+  EXPECT_EQ(p.input_bytes_per_sample, 64 * 8);  // token ids
+}
+
+TEST(Roofline, Float16HalvesBytesAndUsesItsPeak) {
+  DeviceSpec d = toy_device();
+  d.peak_flops["float16"] = 4e13;
+  AnalyticOptions o;
+  o.dtype = "float16";
+  o.micro_batches = {64};  // compute-bound (at b = 2 reading the weights dominates)
+  o.efficiency = toy_efficiency();
+  const ZooModel m = describe_model("bert:base,seq=128");
+  const Profile p = analytic_profile(m, d, o);
+  const auto& mlp = layer(p, "block0.mlp");
+  EXPECT_DOUBLE_EQ(mlp.timings[0].forward_s, 1e-5 + 64 * 16.0 * 128 * 768 * 768 / (4e13 * 0.5));
+  EXPECT_DOUBLE_EQ(mlp.output_bytes_per_sample, 2.0 * 128 * 768);
+}
+
+TEST(Roofline, EdgesCarryBytesAndTheProfileIsAGraph) {
+  const ZooModel m = describe_model("t5:small,enc_seq=32,dec_seq=4");
+  const Profile p = analytic_profile(m, toy_device());
+  ASSERT_EQ(p.edges.size(), m.edges.size());
+  for (size_t i = 0; i < m.edges.size(); ++i) {
+    EXPECT_DOUBLE_EQ(p.edges[i].bytes_per_sample, m.edges[i].elems * (m.edges[i].tokens ? 8 : 4));
+  }
+  const Profile back = profile_from_json(JsonView(profile_to_json(p), "p.json"));
+  const ModelGraph g = ModelGraph::from_profile(back);
+  EXPECT_EQ(g.num_layers(), m.num_layers());
+  EXPECT_EQ(g.in_edges(m.layer_index("dec2.cross")).size(), 2u);
+}
+
+TEST(Roofline, DeviceWithoutPeakOrBandwidthIsAnInputError) {
+  DeviceSpec d = toy_device();
+  const ZooModel m = describe_model("mlp");
+  AnalyticOptions o;
+  o.dtype = "bfloat16";
+  d.peak_flops.erase("float32");
+  EXPECT_THAT(input_error([&] { analytic_profile(m, d, o); }),
+              HasSubstr("device toy: no peak FLOP/s for dtype bfloat16"));
+  d = toy_device();
+  d.memory_bandwidth = 0;
+  EXPECT_THAT(input_error([&] { analytic_profile(m, d); }),
+              HasSubstr("device toy: memory_bandwidth must be positive"));
+  o = {};
+  o.micro_batches = {0};
+  EXPECT_THAT(input_error([&] { analytic_profile(m, toy_device(), o); }),
+              HasSubstr("micro-batch size must be positive"));
+}
+
+// ---- the efficiency format -----------------------------------------------------------------
+
+TEST(EfficiencyFormat, RoundTripsAndNamesBadFields) {
+  test::TempDir dir;
+  Efficiency e = toy_efficiency();
+  e.device = "toy";
+  e.fit = {{"median", 0.1}};
+  save_efficiency(e, dir.file("eff.json"));
+  const Efficiency back = load_efficiency(dir.file("eff.json"));
+  EXPECT_EQ(back.compute, e.compute);
+  EXPECT_EQ(back.memory, e.memory);
+  EXPECT_EQ(back.overhead_s, e.overhead_s);
+  EXPECT_EQ(back.device, "toy");
+  EXPECT_EQ(back.fit, e.fit);
+  const auto error_of = [](const std::string& text) {
+    return input_error([&] { efficiency_from_json(JsonView(Json::parse(text), "e.json")); });
+  };
+  const std::string head = R"({"format": "pipetwin.efficiency", "version": 1, )";
+  EXPECT_THAT(error_of(head + R"("default_compute": 0.5, "memory": 0.5, "overhead_s": 0})"),
+              HasSubstr("e.json: compute: missing required field"));
+  EXPECT_THAT(error_of(head + R"("compute": {"mlp": 3}, "default_compute": 0.5, "memory": 0.5,
+                                 "overhead_s": 0})"),
+              HasSubstr("compute.mlp: efficiency must be at most 2 (3 given)"));
+  EXPECT_THAT(error_of(head + R"("compute": {}, "default_compute": 0, "memory": 0.5,
+                                 "overhead_s": 0})"),
+              HasSubstr("default_compute"));
+  EXPECT_THAT(error_of(head + R"("compute": {}, "default_compute": 0.5, "memory": 0.5,
+                                 "overhead_s": -1})"),
+              HasSubstr("overhead_s"));
+  EXPECT_THAT(error_of(R"({"format": "pipetwin.profile", "version": 1})"), HasSubstr("format"));
+}
+
+// ---- calibration ---------------------------------------------------------------------------
+
+DeviceSpec cpu_core() {
+  return Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware").device("cpu-core", "test");
+}
+
+// "Measured" profiles made by the roofline itself with known efficiencies: the fit must give
+// them back, and predict held-aside layers exactly.
+TEST(Calibration, RecoversKnownEfficiencies) {
+  Efficiency truth;
+  truth.compute = {{"embedding", 0.2}, {"attention", 0.3}, {"mlp", 0.7}, {"head", 0.5}};
+  truth.memory = 0.6;
+  truth.overhead_s = 3e-5;
+  AnalyticOptions o;
+  o.micro_batches = {1, 2, 4, 8};
+  o.efficiency = truth;
+  std::vector<Profile> measured;
+  for (const char* name : {"bert:tiny", "gpt2:tiny", "vit:tiny"}) {
+    measured.push_back(analytic_profile(describe_model(name), cpu_core(), o));
+    measured.back().source = "measured";
+  }
+  CalibrationOptions c;
+  c.holdout_every = 4;  // every kind keeps fitted layers (a kind seen only held aside cannot be)
+  const CalibrationResult r = calibrate(measured, cpu_core(), c);
+  EXPECT_NEAR(r.efficiency.memory, 0.6, 1e-6);
+  EXPECT_NEAR(r.efficiency.overhead_s, 3e-5, 1e-9);
+  EXPECT_NEAR(r.efficiency.compute.at("attention"), 0.3, 1e-6);
+  EXPECT_NEAR(r.efficiency.compute.at("mlp"), 0.7, 1e-6);
+  EXPECT_NEAR(r.efficiency.compute.at("head"), 0.5, 1e-6);
+  EXPECT_LT(r.held.worst, 1e-6);
+  EXPECT_GT(r.held.count, 0);
+  EXPECT_EQ(r.fit.count + r.held.count, static_cast<int>(r.samples.size()));
+}
+
+// The shipped CPU profiles: calibrated on some models, the roofline predicts another's layers.
+TEST(Calibration, ShippedCpuProfilesPredictAHeldAsideModel) {
+  std::vector<Profile> measured;
+  for (const char* f : {"bert-tiny", "gpt2-tiny", "vit-tiny", "mlp", "resnet20"}) {
+    measured.push_back(
+        load_profile(std::string(PIPETWIN_SOURCE_DIR) + "/traces/cpu-core/" + f + ".profile.json"));
+  }
+  CalibrationOptions c;
+  c.holdout_model = "vit:tiny";
+  const CalibrationResult r = calibrate(measured, cpu_core(), c);
+  const CalibrationResult defaults_only = [&] {
+    CalibrationResult d;
+    d.samples = calibration_samples(measured, cpu_core(), {}, c);
+    for (auto& s : d.samples) s.predicted_s = task_time(s.work, s.kind, default_efficiency());
+    d.held = summarize(d.samples, true);
+    return d;
+  }();
+  // ViT-tiny's attention and MLP sub-layers are predicted from BERT's and GPT-2's.
+  EXPECT_LT(r.held.median, 0.25) << r.held.worst_task;
+  EXPECT_LT(r.held.median, defaults_only.held.median);
+  EXPECT_LT(r.fit.median, 0.25) << r.fit.worst_task;
+  for (const auto& [kind, e] : r.efficiency.compute) {
+    EXPECT_GT(e, 0) << kind;
+    EXPECT_LE(e, kMaxEfficiency) << kind;
+  }
+}
+
+TEST(Calibration, BadInputsAreInputErrors) {
+  const DeviceSpec cpu = cpu_core();
+  Profile synthetic = synthetic_profile(ModelSpec::parse("uniform:layers=2", "t"), "cpu-core");
+  EXPECT_THAT(input_error([&] { calibrate({synthetic}, cpu, {}, {"u.json"}); }),
+              HasSubstr("u.json: model: no analytic descriptor for model family \"uniform\""));
+  Profile bert =
+      load_profile(std::string(PIPETWIN_SOURCE_DIR) + "/traces/cpu-core/bert-tiny.profile.json");
+  Profile renamed = bert;
+  renamed.layers[2].name = "block0.ffn";
+  EXPECT_THAT(input_error([&] { calibrate({renamed}, cpu, {}, {"b.json"}); }),
+              HasSubstr("b.json: layers[2] is \"block0.ffn\" (mlp), but the descriptor of "
+                        "bert:tiny has \"block0.mlp\" (mlp)"));
+  Profile elsewhere = bert;
+  elsewhere.device = "h100-sxm";
+  EXPECT_THAT(input_error([&] { calibrate({elsewhere}, cpu, {}, {"h.json"}); }),
+              HasSubstr("h.json: device \"h100-sxm\" differs"));
+  CalibrationOptions c;
+  c.holdout_model = "gpt2:tiny";
+  EXPECT_THAT(input_error([&] { calibrate({bert}, cpu, c); }),
+              HasSubstr("--holdout-model: no profile of model gpt2:tiny"));
+  c = {};
+  c.holdout_every = 1;
+  EXPECT_THAT(input_error([&] { calibrate({bert}, cpu, c); }),
+              HasSubstr("every measured layer is held aside"));
+}
+
+// ---- resolution ----------------------------------------------------------------------------
+
+TEST(ModelSource, ZooNameWithoutMeasuredProfileIsAnalyticOnTheDevice) {
+  const Profile p = resolve_profile("bert:large", "", "quadro-rtx-5000");
+  EXPECT_EQ(p.source, "analytic");
+  EXPECT_EQ(p.device, "quadro-rtx-5000");
+  EXPECT_EQ(p.num_layers(), 1 + 48 + 1);
+  DeviceSpec d = toy_device();
+  const Profile q = resolve_profile("t5:3b", "", d);
+  EXPECT_EQ(q.device, "toy");
+  EXPECT_FALSE(q.edges.empty());
+}
+
+TEST(ModelSource, MeasuredProfileWinsOverAnalytic) {
+  // bert:tiny has a shipped profile measured on cpu-core: it wins on any device.
+  const Profile p = resolve_profile("bert:tiny", "", "h100-sxm");
+  EXPECT_EQ(p.source, "measured");
+  EXPECT_EQ(p.device, "cpu-core");
+  EXPECT_EQ(resolve_profile("bert:tiny", "", toy_device()).source, "measured");
+}
+
+TEST(ModelSource, UnknownDeviceOrFamilyIsAnInputError) {
+  EXPECT_THAT(input_error([] { resolve_profile("bert:large", "", "abacus"); }),
+              HasSubstr("device \"abacus\" is not in the catalog"));
+  EXPECT_THAT(input_error([] { resolve_profile("alexnet", "", toy_device()); }),
+              HasSubstr("no shipped profile of \"alexnet\""));
+}
+
+}  // namespace
+}  // namespace pipetwin::zoo
