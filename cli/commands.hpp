@@ -19,6 +19,11 @@ void add_simulate_command(CLI::App& app);
 void add_schedule_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_reproduce_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_capacity_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_zoo_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 // Verbs that need LibTorch; they say so when the build has none.
 void add_exec_commands(CLI::App& app);
 // The process's command line, for verbs that re-launch themselves (run --nproc).

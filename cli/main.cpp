@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   pipetwin::cli::add_compare_command(app);
   pipetwin::cli::add_exec_commands(app);
   pipetwin::cli::add_reproduce_command(app);
+  pipetwin::cli::add_sweep_command(app);
+  pipetwin::cli::add_capacity_command(app);
+  pipetwin::cli::add_report_command(app);
+  pipetwin::cli::add_zoo_command(app);
+  pipetwin::cli::add_calibrate_command(app);
   pipetwin::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

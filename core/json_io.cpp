@@ -217,7 +217,10 @@ Json load_json_file(const std::string& path) {
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  return parse_json_text(buffer.str(), path);
+}
+
+Json parse_json_text(std::string_view text, const std::string& origin) {
   try {
     return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -232,7 +235,10 @@ Json load_json_file(const std::string& path) {
         ++col;
       }
     }
-    throw InputError(fmt::format("{}:{}:{}: not valid JSON", path, line, col));
+    throw InputError(fmt::format("{}:{}:{}: not valid JSON", origin, line, col));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number literal beyond double's range ("1e999"): found by fuzzing.
+    throw InputError(fmt::format("{}: not valid JSON: a number is out of range", origin));
   }
 }
 

@@ -84,6 +84,8 @@ class JsonView {
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError naming the
 // file (and the line and column of a syntax error).
 Json load_json_file(const std::string& path);
+// Parses JSON text; a syntax error is an InputError "<origin>:<line>:<column>: not valid JSON".
+Json parse_json_text(std::string_view text, const std::string& origin);
 
 // Writes `content` to `path` atomically (temp file in the same folder, fsync, rename).
 void write_file_atomic(const std::string& path, std::string_view content);

@@ -86,6 +86,11 @@ long ModelSpec::integer(const std::string& key, long fallback) const {
     throw InputError(fmt::format("{}: model option {}: expected an integer, got \"{}\"", origin,
                                  key, args.at(key)));
   }
+  // Converting a double beyond long's range is undefined behaviour (found by fuzzing).
+  if (std::abs(v) > 1e15) {
+    throw InputError(fmt::format("{}: model option {}: integer out of range, got \"{}\"", origin, key,
+                                 args.at(key)));
+  }
   return static_cast<long>(v);
 }
 

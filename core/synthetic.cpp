@@ -62,9 +62,12 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
     if (opts.back().length() > 1) list_len = std::max(list_len, opts.back().length());
   }
   const long layers = spec.integer("layers", list_len ? static_cast<long>(list_len) : 4);
-  if (layers < 1) {
-    throw InputError(fmt::format("{}: model option layers must be at least 1 ({} given)",
-                                 spec.origin, layers));
+  // The largest models have a few thousand layers; a bound keeps a typo (or a fuzzer) from
+  // asking for terabytes of layer records.
+  constexpr long kMaxLayers = 100000;
+  if (layers < 1 || layers > kMaxLayers) {
+    throw InputError(fmt::format("{}: model option layers must be in [1, {}] ({} given)", spec.origin,
+                                 kMaxLayers, layers));
   }
   const auto L = static_cast<size_t>(layers);
   for (const auto& o : opts) o.check(spec, L);

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/memory.hpp"
@@ -39,6 +40,30 @@ Plan base_plan(const PlanRequest& r) {
   return p;
 }
 
+// The plan's stages from a partition: its stage -> device map, or stage s on device s.
+void set_stages(Plan& p, const Partition& part) {
+  p.stages.clear();
+  for (int s = 0; s < part.num_stages(); ++s) {
+    p.stages.push_back(
+        {part.stages[static_cast<size_t>(s)], part.device.empty() ? s : part.device_of(s)});
+  }
+}
+
+// Simulated iteration time of `plan` with the candidate's stages; +inf when it cannot run.
+double simulated_time(const Plan& plan, const Partition& candidate) {
+  if (!candidate.uniform_replicas() || candidate.replicas_of(0) != 1) {
+    return std::numeric_limits<double>::infinity();
+  }
+  Plan trial = plan;
+  set_stages(trial, candidate);
+  try {
+    const PlanContext ctx(trial, 0);
+    return simulate_plan(ctx).metrics.iteration_time_s;
+  } catch (const InputError&) {
+    return std::numeric_limits<double>::infinity();
+  }
+}
+
 void partition_into(Plan& p, const PlanRequest& r) {
   CostOptions o;
   o.compute_scale = p.compute_scale;
@@ -49,11 +74,27 @@ void partition_into(Plan& p, const PlanRequest& r) {
   pr.cost = &cost;
   pr.num_stages = r.stages;
   pr.micro_batch = p.micro_batch_size();
+  pr.micro_batches = p.chunks;
+  // Partitioners that weigh candidates (mixed-pipe) get the simulator's iteration time.
+  const Plan base = p;
+  pr.evaluate = [&base](const Partition& candidate) { return simulated_time(base, candidate); };
   const Partition part = make_partitioner(r.partitioner)->partition(pr);
-  p.stages.clear();
-  for (size_t s = 0; s < part.stages.size(); ++s) {
-    p.stages.push_back({part.stages[s], static_cast<int>(s)});
+  if (!part.uniform_replicas()) {
+    throw InputError(fmt::format(
+        "partitioner {} replicates stages unevenly (replicas {}); the simulator and the executor "
+        "need the same data-parallel width for every stage",
+        r.partitioner, fmt::join(part.replicas, ", ")));
   }
+  if (part.replicas_of(0) > 1) {  // every stage replicated alike: plain data parallelism
+    p.dp = r.dp * part.replicas_of(0);
+    if (p.batch_size % (p.dp * p.chunks) != 0) {
+      throw InputError(
+          fmt::format("partitioner {} replicates every stage {} times: --batch {} is "
+                      "not divisible by dp x chunks = {} x {}",
+                      r.partitioner, part.replicas_of(0), p.batch_size, p.dp, p.chunks));
+    }
+  }
+  set_stages(p, part);
 }
 
 }  // namespace

@@ -71,6 +71,42 @@ json.dump(s, open(f"{d}/s_bad.json", "w"))
 PY
 expect_error "s_bad.json: device 1: stage 1 micro-batch 2 is never backwarded" "$bin" simulate --plan "$tmp/plan.json" --schedule-file "$tmp/s_bad.json"
 
+# Sweeps: bad grid specs and unknown fields are one line naming the field; no CSV is left behind.
+sw() { "$bin" sweep --model "$model" -o "$tmp/sw.csv" "$@"; }
+expect_error "--grid: unknown field \"speed\" (known: model, cluster, stages" sw --grid 'speed=1,2'
+expect_error "--grid: chunks: bad range \"32:4:4\" (stop 4 is below start 32)" sw --grid 'chunks=32:4:4'
+expect_error "--grid: stages: 0 is out of range 1..1000000" sw --grid 'stages=0,1'
+expect_error "--grid: stages: expected an integer, got \"two\"" sw --grid 'stages=1,two'
+expect_error "--grid: schedule: unknown value \"zigzag\"" sw --grid 'schedule=gpipe,zigzag'
+expect_error "--grid: empty grid" sw --grid ' ; '
+expect_error "--grid: cluster: unknown cluster \"moon\"" sw --grid 'cluster=local-cpu-2,moon'
+expect_error "--shard: index 2 is out of range 0..1 for 2 shards" sw --grid 'stages=1,2' --shard 2/2
+[[ -e "$tmp/sw.csv" ]] && { echo "FAIL: a refused sweep left $tmp/sw.csv behind"; fail=1; }
+# An interrupted sweep (SIGTERM; Ctrl-C is SIGINT) keeps every finished row and resumes to the
+# bytes of an uninterrupted run; a file of another grid is refused; shards merge to the same bytes.
+big=(--model 'uniform:layers=12,fwd_ms=1,act_kb=64' --cluster pipetransformer-2x8-rtx5000 -B 24 --iterations 80 -j 2 -q
+     --grid 'stages=1,2,3,4,6,12;chunks=1,2,3,4,6,8,12,24;schedule=gpipe,1f1b,pipedream')
+"$bin" sweep "${big[@]}" -o "$tmp/whole.csv" || { echo "FAIL: sweep"; fail=1; }
+"$bin" sweep "${big[@]}" -o "$tmp/cut.csv" 2>/dev/null & pid=$!
+sleep 0.5; kill -TERM $pid; wait $pid; rc=$?
+[[ $rc -eq 143 || $rc -eq 0 ]] || { echo "FAIL: interrupted sweep exited $rc"; fail=1; }
+"$bin" sweep "${big[@]}" -o "$tmp/cut.csv" || { echo "FAIL: resumed sweep"; fail=1; }
+cmp -s "$tmp/whole.csv" "$tmp/cut.csv" || { echo "FAIL: resumed sweep differs from a whole run"; fail=1; }
+expect_error "cut.csv: header does not match this sweep's grid" "$bin" sweep --model "$model" --grid 'chunks=1;stages=1' -o "$tmp/cut.csv"
+for i in 0 1 2; do "$bin" sweep "${big[@]}" --shard $i/3 -o "$tmp/shard$i.csv" || fail=1; done
+"$bin" sweep merge "$tmp"/shard{0,1,2}.csv -o "$tmp/merged.csv" -q || { echo "FAIL: merge"; fail=1; }
+cmp -s "$tmp/whole.csv" "$tmp/merged.csv" || { echo "FAIL: merged shards differ from a whole run"; fail=1; }
+expect_error "sweep merge: 48 of 144 points missing (first: point 1)" "$bin" sweep merge "$tmp"/shard{0,2}.csv -o "$tmp/m.csv"
+# Capacity: impossible catalogs and requests.
+printf '{"format": "pipetwin.prices", "version": 1, "prices": [{"cluster": "l4-8x", "price_per_gpu_hour": -2}]}' >"$tmp/prices.json"
+expect_error "prices.json: prices[0].price_per_gpu_hour: expected a positive number" "$bin" capacity --model "$model" -B 8 --samples 800 --prices "$tmp/prices.json"
+expect_error "--clusters: cluster \"local-cpu-2\" has no price" "$bin" capacity --model "$model" -B 8 --samples 800 --clusters local-cpu-2
+expect_error "--batch must be positive (0 given)" "$bin" capacity --model "$model" -B 0 --samples 800
+"$bin" capacity --model "$model" -B 8 --samples 800 --clusters l4-8x,dgx-h100 -o "$tmp/cap" -q || { echo "FAIL: capacity"; fail=1; }
+[[ -s "$tmp/cap/capacity.csv" && -s "$tmp/cap/plans/l4-8x.fastest.plan.json" ]] || { echo "FAIL: capacity outputs"; fail=1; }
+"$bin" simulate --plan "$tmp/cap/plans/l4-8x.cheapest.plan.json" -q || { echo "FAIL: capacity plan does not simulate"; fail=1; }
+for verb in sweep capacity; do "$bin" "$verb" --help >/dev/null || { echo "FAIL: $verb --help"; fail=1; }; done
+
 # Help works for every verb.
 for verb in plan simulate schedule; do
   "$bin" "$verb" --help >/dev/null || { echo "FAIL: $verb --help"; fail=1; }

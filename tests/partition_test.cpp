@@ -222,8 +222,10 @@ TEST(PartitionErrors, MemoryLimitNamesTheStage) {
 }
 
 TEST(PartitionErrors, UnknownPartitioner) {
-  EXPECT_EQ(input_error([] { make_partitioner("metis2"); }),
-            "unknown partitioner \"metis2\" (known: uniform, balance-time, balance-size)");
+  const std::string error = input_error([] { make_partitioner("metis2"); });
+  EXPECT_THAT(error, ::testing::StartsWith("unknown partitioner \"metis2\" (known: uniform, "
+                                           "balance-time, balance-size"));
+  for (const auto& name : partitioner_names()) EXPECT_THAT(error, HasSubstr(name));
   for (const auto& name : partitioner_names()) EXPECT_EQ(make_partitioner(name)->name(), name);
 }
 

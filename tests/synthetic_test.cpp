@@ -229,9 +229,12 @@ TEST(SyntheticErrors, NegativeValues) {
   EXPECT_EQ(error_of("uniform:act_kb=4/-2/1"),
             "--model: model option act_kb must not be negative (-2 given)");
   EXPECT_EQ(error_of("uniform:layers=0"),
-            "--model: model option layers must be at least 1 (0 given)");
+            "--model: model option layers must be in [1, 100000] (0 given)");
   EXPECT_EQ(error_of("uniform:layers=-3"),
-            "--model: model option layers must be at least 1 (-3 given)");
+            "--model: model option layers must be in [1, 100000] (-3 given)");
+  // Found by fuzzing: a huge layer count asked for terabytes before failing.
+  EXPECT_EQ(error_of("uniform:layers=244444444444441"),
+            "--model: model option layers must be in [1, 100000] (244444444444441 given)");
 }
 
 TEST(SyntheticErrors, ListLengthMismatch) {

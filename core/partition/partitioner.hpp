@@ -1,15 +1,27 @@
-// Partitioners: split a model's layers into pipeline stages.
+// Partitioners: split a model's layers into pipeline stages and place the stages on devices.
 //
 // All partitioners sit behind one interface and one registry (`make_partitioner(name)`); each
 // lives in its own file. A Partition lists the layers of every stage; contiguous partitioners
-// return consecutive layer ranges in model order. Partitioners receive the cost model so they can
-// weigh layers by time (at the plan's micro-batch size) or by memory, and a per-stage memory
-// limit they must respect (0: none); one that cannot meet it throws InputError saying which stage
-// needs how much.
+// return consecutive layer ranges in model order, one stage per device. Graph partitioners
+// (mixed-pipe, metis) may put several stages on one device and let a stage feed a stage that is
+// not its neighbour (FTPipe Section 4: "stages can communicate with non-neighbors directly");
+// they fill `device`. PipeDream's planner may replicate a stage data-parallel; it fills
+// `replicas`. Stages are always numbered in a topological order of the stage graph, so every
+// model edge goes from a lower (or the same) stage to a higher one.
 //
-// Thread-safety: partitioners are stateless; partition() may be called concurrently.
+// Partitioners receive the cost model so they can weigh layers by time (at the plan's
+// micro-batch size) or by memory, and a per-device memory limit they must respect (0: none); one
+// that cannot meet it throws InputError saying which stage (or device) needs how much.
+//
+// Candidates are compared by `evaluate_partition`: the request's evaluator when it has one (the
+// planner passes a simulator-based one, sim/planner.cpp; core/ cannot call the simulator), else
+// `bottleneck_time`, FTPipe's stage period (Section 4, Equation 1) on the slowest device.
+//
+// Thread-safety: partitioners are stateless; partition() may be called concurrently (the
+// evaluator must then be thread-safe too).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,18 +30,38 @@
 
 namespace pipetwin {
 
-struct PartitionRequest {
-  const CostModel* cost = nullptr;
-  int num_stages = 1;
-  double micro_batch = 1;         // samples per micro-batch, for time and activation weights
-  double memory_limit_bytes = 0;  // per stage; 0 = unlimited
-  int in_flight = 1;              // micro-batches whose activations a stage holds at once
+struct Partition {
+  std::vector<std::vector<int>> stages;  // layers of each stage, ascending
+  // Data-parallel copies of each stage (PipeDream); empty: one each. A replicated stage occupies
+  // as many devices, one stage per device, in stage order.
+  std::vector<int> replicas;
+  // Stage -> device of one pipeline replica; empty: stage s on device s.
+  std::vector<int> device;
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  // Sizes of the stages ("balance" in torchgpipe's terms).
+  std::vector<int> balance() const;
+  int replicas_of(int stage) const;
+  // The device of a stage (its first device when it is replicated).
+  int device_of(int stage) const;
+  // Devices one pipeline replica occupies.
+  int num_devices() const;
+  // Every stage has the same number of replicas.
+  bool uniform_replicas() const;
 };
 
-struct Partition {
-  std::vector<std::vector<int>> stages;  // layers of each stage
-  // Sizes of contiguous stages ("balance" in torchgpipe's terms).
-  std::vector<int> balance() const;
+struct PartitionRequest {
+  const CostModel* cost = nullptr;
+  // Stages of contiguous partitioners; the number of devices (GPUs) P for the planners that
+  // choose their own stage count (pipedream-dp, mixed-pipe, metis).
+  int num_stages = 1;
+  double micro_batch = 1;         // samples per micro-batch, for time and activation weights
+  double memory_limit_bytes = 0;  // per device; 0 = unlimited
+  int in_flight = 1;              // micro-batches whose activations a stage holds at once
+  int micro_batches = 1;          // M per optimizer step; one all-reduce per step (pipedream-dp)
+  // Predicted iteration time of a candidate (lower is better; +inf: cannot run). Empty:
+  // bottleneck_time. Used by partitioners that pick among candidates (mixed-pipe).
+  std::function<double(const Partition&)> evaluate;
 };
 
 class Partitioner {
@@ -44,10 +76,38 @@ std::vector<std::string> partitioner_names();
 
 // Helpers shared by partitioners.
 Partition contiguous_partition(const std::vector<int>& balance);
-void check_partition_request(const PartitionRequest& r, const std::string& who);
+// Checks the request; contiguous partitioners also need the profile's layer order to follow the
+// data flow (`needs_index_order`), graph partitioners do not.
+void check_partition_request(const PartitionRequest& r, const std::string& who,
+                             bool needs_index_order = true);
 // Memory one stage needs: static bytes plus `in_flight` micro-batches of activations.
 double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers);
-// Throws InputError naming the first stage over the request's memory limit.
+// Memory of each device of one pipeline replica: the sum over the stages it hosts.
+std::vector<double> device_memory_bytes(const PartitionRequest& r, const Partition& p);
+// Throws InputError naming the first stage (or device, when it hosts several stages) over the
+// request's memory limit.
 void check_memory(const PartitionRequest& r, const Partition& p, const std::string& who);
+
+// FTPipe Equation 1: T = C + max(0, T_comm_fwd - C) + max(0, T_comm_bwd - C), communication
+// overlapping computation on its own streams.
+double stage_period(double compute_s, double comm_fwd_s, double comm_bwd_s);
+// The slowest device's period. Per device: C = forward + backward of its stages at the request's
+// micro-batch; T_comm_fwd = receiving the activations of stage edges from other devices,
+// T_comm_bwd = receiving the gradients of stage edges to other devices, one message per stage
+// edge (latency + bytes / bandwidth of the link between the two devices). A stage replicated
+// over m devices takes max(T, all-reduce of its gradients / M) / m (PipeDream's T(i -> j, m)).
+double bottleneck_time(const PartitionRequest& r, const Partition& p);
+double evaluate_partition(const PartitionRequest& r, const Partition& p);
+
+// A partition from unordered stages: sorts each stage's layers and numbers the stages in a
+// topological order of the stage graph (ties: the stage holding the lowest layer first), keeping
+// each stage's device. Throws std::logic_error when the stages depend on each other in a cycle.
+Partition order_stages(const ModelGraph& graph, std::vector<std::vector<int>> stages,
+                       std::vector<int> device);
+// The same partition with devices numbered in the order of their first stage.
+Partition renumber_devices(Partition p);
+// Whether the stage graph (an edge s -> t when a model edge runs from stage s to stage t) has no
+// cycle; independent of the stage numbering.
+bool stage_graph_is_acyclic(const ModelGraph& graph, const Partition& p);
 
 }  // namespace pipetwin

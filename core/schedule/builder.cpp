@@ -1,6 +1,8 @@
 #include "core/schedule/builder.hpp"
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -12,6 +14,7 @@ ScheduleBuilder::ScheduleBuilder(std::string kind, const PipelineShape& shape)
     : kind_(std::move(kind)), shape_(shape) {
   shape_.normalize("schedule " + kind_);
   devices_.resize(static_cast<size_t>(shape_.devices_per_replica));
+  emitted_.resize(devices_.size());
 }
 
 bool ScheduleBuilder::is_last_stage(int stage) const {
@@ -23,6 +26,47 @@ bool ScheduleBuilder::is_last_stage(int stage) const {
 
 void ScheduleBuilder::emit(int device, const Action& a) {
   devices_[static_cast<size_t>(device)].push_back(a);
+  emitted_[static_cast<size_t>(device)].push_back(next_emitted_++);
+}
+
+void ScheduleBuilder::order_receives_by_sends() {
+  using Key = std::tuple<int, int, int, int>;  // payload, sending stage, receiving stage, mb
+  std::map<Key, int64_t> send_emitted;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    for (size_t i = 0; i < devices_[d].size(); ++i) {
+      const Action& a = devices_[d][i];
+      if (a.op != Op::kSend) continue;
+      send_emitted[{static_cast<int>(a.payload), a.stage, a.peer_stage, a.micro_batch}] =
+          emitted_[d][i];
+    }
+  }
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    auto& list = devices_[d];
+    std::vector<size_t> slots;
+    std::vector<std::pair<int64_t, size_t>> receives;  // (send's emission, old index)
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (a.op != Op::kRecv) continue;
+      const auto it =
+          send_emitted.find({static_cast<int>(a.payload), a.peer_stage, a.stage, a.micro_batch});
+      slots.push_back(i);
+      receives.emplace_back(it == send_emitted.end() ? -1 : it->second, i);
+    }
+    std::stable_sort(receives.begin(), receives.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    const std::vector<Action> old(list);
+    std::map<int32_t, int32_t> moved;  // old index -> new index
+    for (size_t k = 0; k < slots.size(); ++k) {
+      list[slots[k]] = old[receives[k].second];
+      moved[static_cast<int32_t>(receives[k].second)] = static_cast<int32_t>(slots[k]);
+    }
+    for (auto& c : control_) {
+      for (ActionRef* ref : {&c.before, &c.after}) {
+        if (ref->device != static_cast<int32_t>(d)) continue;
+        if (auto it = moved.find(ref->index); it != moved.end()) ref->index = it->second;
+      }
+    }
+  }
 }
 
 void ScheduleBuilder::compute(Op op, int stage, int mb) {
@@ -133,6 +177,7 @@ Schedule ScheduleBuilder::finish(bool stashes_weights) {
   s.kind = kind_;
   s.shape = shape_;
   s.stashes_weights = stashes_weights;
+  if (!shape_.one_stage_per_device()) order_receives_by_sends();
   for (auto& list : devices_) assign_versions(list, shape_.num_stages, stashes_weights);
   ReplicatedLists lists = replicate_data_parallel(devices_, shape_);
   s.devices = std::move(lists.devices);

@@ -8,9 +8,19 @@
 // every data-parallel replica and inserts the bucketed all-reduce before each optimizer step
 // (data_parallel.hpp).
 //
+// Several stages on one device (mixed-pipe, FTPipe Section 4.1) let one device send to several
+// peers, and receive from them, in orders that no longer agree: with rendezvous transfers on one
+// send and one receive stream per device that can deadlock (device A's next send waits for a
+// receive that B has queued behind a receive from A's later send). finish() then orders every
+// device's receives by the global emission order of their sends. As the generator emits a
+// producer before any consumer, a compute action only ever waits for transfers emitted before
+// it, so the pending transfer emitted first can always proceed: no deadlock. Plans with one
+// stage per device keep the generator's order unchanged.
+//
 // Thread-safety: not thread-safe; one builder per generator call.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -59,10 +69,13 @@ class ScheduleBuilder {
 
  private:
   void emit(int device, const Action& a);
+  void order_receives_by_sends();
 
   std::string kind_;
   PipelineShape shape_;
-  std::vector<std::vector<Action>> devices_;  // replica 0
+  std::vector<std::vector<Action>> devices_;   // replica 0
+  std::vector<std::vector<int64_t>> emitted_;  // global emission number of each action
+  int64_t next_emitted_ = 0;
   std::vector<ControlDep> control_;
 };
 

@@ -1,0 +1,288 @@
+// `pipetwin sweep`: what-if sweeps over a grid of plans (sim/sweep/), and `pipetwin sweep merge`
+// to put the shards of a sharded sweep back together.
+//
+//   pipetwin sweep --grid 'stages=1,2,4;chunks=auto,4:32:4;schedule=gpipe,1f1b' --model M
+//                  [--cluster C] [-B 64] [--jobs N] [--shard i/n] -o SWEEP.csv
+//   pipetwin sweep merge SWEEP.0.csv SWEEP.1.csv ... -o SWEEP.csv
+//
+// Progress goes to stderr: a bar with rate and time left on a terminal, a plain line every 10%
+// otherwise. Ctrl-C stops after the points in flight (every finished point is in the CSV) and
+// exits 130 (SIGTERM likewise, 143); the same command resumes. A second Ctrl-C kills at once (rows
+// already written are safe; a torn last row is cut off on resume).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/table.hpp"
+#include "core/error.hpp"
+#include "sim/sweep/results.hpp"
+#include "sim/sweep/runner.hpp"
+
+namespace pipetwin::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
+
+extern "C" void on_signal(int sig) {
+  g_signal.store(sig);
+  g_interrupted.store(true);
+}
+
+// SIGINT and SIGTERM stop the sweep cleanly. A SIGINT the shell set to be ignored (a background
+// job of a script) stays ignored, as the GNU coding standards ask.
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;  // a second signal kills at once
+  struct sigaction old {};
+  sigaction(SIGINT, nullptr, &old);
+  if (old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+struct SweepArgs {
+  std::string grid, model, profile, cluster = "local-cpu-2", catalog, schedule = "gpipe",
+                                    partitioner = "uniform", chunks = "auto", checkpoint = "none",
+                                    output, shard;
+  int stages = 2, batch = 8, dp = 1, frozen = 0, iterations = 0, jobs = 0, top = 10, epochs = 1,
+      micro_batch = 0;
+  int64_t limit = -1;
+  double alpha = -1;
+  long samples = 0;
+  bool quiet = false;
+  std::vector<std::string> merge_inputs;
+  std::string merge_output;
+};
+
+// Progress on stderr: a redrawn bar on a terminal, a line per 10% otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(2) != 0) {}
+
+  void operator()(const sim::SweepProgress& p) {
+    if (quiet_ || p.total == 0) return;
+    const double frac = static_cast<double>(p.done) / static_cast<double>(p.total);
+    const double left = p.rate > 0 ? static_cast<double>(p.total - p.done) / p.rate : 0;
+    const std::string tail = fmt::format("{}/{} {:3.0f}%  {:.0f} points/s  {} left", p.done,
+                                         p.total, frac * 100, p.rate, fmt_seconds(left));
+    if (tty_) {
+      const int width = 30, filled = static_cast<int>(frac * width);
+      std::fprintf(stderr, "\rsweep [%s%s] %s   ",
+                   std::string(static_cast<size_t>(filled), '#').c_str(),
+                   std::string(static_cast<size_t>(width - filled), '.').c_str(), tail.c_str());
+      drawn_ = true;
+    } else if (static_cast<int>(frac * 10) > last_decile_ || p.done == p.total) {
+      if (p.done == last_done_) return;
+      last_decile_ = static_cast<int>(frac * 10);
+      last_done_ = p.done;
+      std::fprintf(stderr, "sweep: %s\n", tail.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  bool quiet_, tty_;
+  bool drawn_ = false;
+  int last_decile_ = -1;
+  int64_t last_done_ = -1;
+};
+
+int parse_chunks(const std::string& text) {
+  if (text == "auto") return 0;
+  try {
+    size_t used = 0;
+    const int m = std::stoi(text, &used);
+    if (used == text.size() && m >= 1) return m;
+  } catch (const std::exception&) {
+  }
+  throw InputError(fmt::format("--chunks: expected a positive integer or auto, got \"{}\"", text));
+}
+
+sim::PointConfig base_config(const SweepArgs& a) {
+  sim::PointConfig c;
+  c.model = a.model;
+  c.cluster = a.cluster;
+  c.stages = a.stages;
+  c.chunks = parse_chunks(a.chunks);
+  c.schedule = a.schedule;
+  c.partitioner = a.partitioner;
+  c.batch = a.batch;
+  c.micro_batch = a.micro_batch;
+  c.dp = a.dp;
+  c.frozen = a.frozen;
+  c.alpha = a.alpha;
+  if (!parse_checkpoint(a.checkpoint, c.checkpoint)) {
+    throw InputError(fmt::format(
+        "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint));
+  }
+  return c;
+}
+
+void print_best(const sim::SweepTable& all, const sim::SweepTable& best, const std::string& path) {
+  size_t feasible = 0, fit = 0;
+  const size_t fits = sim::csv_column(all.header, "fits", path);
+  for (const auto& r : all.rows) {
+    feasible += r[fits].empty() ? 0 : 1;
+    fit += r[fits] == "yes" ? 1 : 0;
+  }
+  std::printf("%zu points: %zu feasible, %zu fit in memory; best by throughput (%s):\n",
+              all.rows.size(), feasible, fit, path.c_str());
+  // Elastic sweeps rank by the throughput of the whole run (sim/sweep/results.hpp).
+  std::vector<std::string> head = {"rank"};
+  const std::vector<size_t> vary = sim::varying_inputs(all);
+  for (size_t c : vary) head.push_back(all.header[c]);
+  for (const char* m : {"M", "iteration", "throughput", "bubble", "peak memory"})
+    head.emplace_back(m);
+  const bool elastic =
+      std::count(all.header.begin(), all.header.end(), std::string("elastic_total_s")) > 0;
+  if (elastic) {
+    for (const char* m : {"training run", "speedup", "final K x dp"}) head.emplace_back(m);
+  }
+  Table t(head);
+  auto col = [&](const char* name) { return sim::csv_column(all.header, name, path) + 1; };
+  for (const auto& r : best.rows) {
+    std::vector<std::string> cells = {r[0]};
+    for (size_t c : vary) cells.push_back(r[c + 1]);
+    cells.push_back(r[col("plan_M")]);
+    cells.push_back(fmt_seconds(std::stod(r[col("iteration_time_s")])));
+    cells.push_back(fmt::format("{:.2f} samples/s", std::stod(r[col("throughput_samples_per_s")])));
+    cells.push_back(fmt_percent(std::stod(r[col("bubble_fraction")])));
+    cells.push_back(fmt_bytes(std::stod(r[col("peak_memory_max_bytes")])));
+    if (elastic) {
+      cells.push_back(fmt_seconds(std::stod(r[col("elastic_total_s")])));
+      cells.push_back(fmt::format("{:.2f}x", std::stod(r[col("speedup")])));
+      cells.push_back(r[col("final_K")] + " x " + r[col("final_dp")]);
+    }
+    t.add(cells);
+  }
+  std::fputs(t.render().c_str(), stdout);
+}
+
+void summarize(const std::string& csv, int top, bool quiet) {
+  const sim::SweepTable all = sim::load_sweep(csv);
+  const sim::SweepTable best = sim::best_points(all, static_cast<size_t>(std::max(top, 0)));
+  const std::string best_file = sim::best_path(csv);
+  sim::save_sweep(best, best_file);
+  if (!quiet) print_best(all, best, best_file);
+}
+
+void run_sweep_verb(const SweepArgs& a) {
+  if (a.grid.empty())
+    throw InputError("--grid is required (e.g. --grid 'stages=1,2,4;chunks=auto')");
+  if (a.output.empty()) throw InputError("-o/--output is required (the sweep CSV)");
+  if (a.jobs < 0) throw InputError(fmt::format("--jobs must not be negative ({} given)", a.jobs));
+  sim::SweepInputs in;
+  in.base = base_config(a);
+  in.profile_path = a.profile;
+  in.catalog_dir = a.catalog;
+  in.iterations = a.iterations;
+  in.samples = a.samples;
+  in.epochs = a.epochs;
+  const sim::Sweep sweep(sim::Grid::parse(a.grid), in);
+  sim::RunOptions o;
+  o.output = a.output;
+  o.jobs = a.jobs;
+  if (!a.shard.empty()) std::tie(o.shard, o.shards) = sim::parse_shard(a.shard);
+  o.limit = a.limit;
+  o.stop = &g_interrupted;
+  ProgressPrinter printer(a.quiet);
+  o.progress = [&printer](const sim::SweepProgress& p) { printer(p); };
+  install_signal_handlers();
+  const sim::RunResult r = sim::run_sweep(sweep, o);
+  printer.finish();
+  if (!r.complete) {
+    std::fprintf(
+        stderr,
+        "sweep: %s after %lld of %lld points (%lld computed now); run the same command to resume\n",
+        g_interrupted ? "interrupted" : "stopped at --limit",
+        static_cast<long long>(r.resumed + r.computed), static_cast<long long>(r.total),
+        static_cast<long long>(r.computed));
+    if (g_interrupted) std::exit(128 + g_signal.load());
+    return;
+  }
+  if (o.shards > 1) {
+    if (!a.quiet) {
+      std::printf("shard %d/%d: %lld points in %s; merge the shards with `pipetwin sweep merge`\n",
+                  o.shard, o.shards, static_cast<long long>(r.total), a.output.c_str());
+    }
+    return;
+  }
+  if (!a.quiet && r.resumed > 0)
+    std::printf("resumed: %lld points were already done\n", static_cast<long long>(r.resumed));
+  summarize(a.output, a.top, a.quiet);
+}
+
+void run_merge(const SweepArgs& a) {
+  const sim::SweepTable merged = sim::merge_sweeps(a.merge_inputs);
+  sim::save_sweep(merged, a.merge_output);
+  if (!a.quiet)
+    std::printf("merged %zu files: %zu points in %s\n", a.merge_inputs.size(), merged.rows.size(),
+                a.merge_output.c_str());
+  summarize(a.merge_output, a.top, a.quiet);
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto a = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand("sweep", "Simulate every point of a grid of plans into a CSV");
+  cmd->add_option(
+      "--grid", a->grid,
+      "field=values;... fields: " + sim::knob_names() + "; values a,b or start:stop:step");
+  cmd->add_option("--model", a->model, "model name: zoo name or uniform:layers=L,...");
+  cmd->add_option("--profile", a->profile, "profile JSON (instead of a shipped one)");
+  cmd->add_option("--cluster", a->cluster, "cluster file or name in hardware/clusters")
+      ->capture_default_str();
+  cmd->add_option("--catalog", a->catalog, "hardware catalog folder (default: hardware/)");
+  cmd->add_option("-K,--stages", a->stages, "pipeline length K")->capture_default_str();
+  cmd->add_option("--schedule", a->schedule, "schedule")->capture_default_str();
+  cmd->add_option("-B,--batch", a->batch, "global batch size")->capture_default_str();
+  cmd->add_option("-M,--chunks", a->chunks, "micro-batches per mini-batch, or auto")
+      ->capture_default_str();
+  cmd->add_option("--micro-batch", a->micro_batch,
+                  "samples per micro-batch: batch = micro-batch x chunks x dp (instead of -B)");
+  cmd->add_option("--partitioner", a->partitioner, "partitioner")->capture_default_str();
+  cmd->add_option("--dp", a->dp, "data-parallel width")->capture_default_str();
+  cmd->add_option("--checkpoint-mode", a->checkpoint, "none, except_last or always")
+      ->capture_default_str();
+  cmd->add_option("--frozen", a->frozen, "number of leading frozen layers")->capture_default_str();
+  cmd->add_option("--alpha", a->alpha, "freeze rate: every point is also a whole elastic run");
+  cmd->add_option("--samples", a->samples, "elastic runs (alpha): samples per epoch");
+  cmd->add_option("--epochs", a->epochs, "elastic runs (alpha): epochs")->capture_default_str();
+  cmd->add_option("--iterations", a->iterations,
+                  "mini-batches simulated per point (default: schedule's)");
+  cmd->add_option("-j,--jobs", a->jobs, "worker threads (default: all cores)");
+  cmd->add_option("--shard", a->shard,
+                  "run shard i of n (0 <= i < n): the points with index % n == i");
+  cmd->add_option("--limit", a->limit,
+                  "compute at most this many new points, then stop (resumable)");
+  cmd->add_option("--top", a->top, "best points to print and write to <output>.best.csv")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress, no summary");
+  cmd->add_option("-o,--output", a->output, "sweep CSV (appended to and resumed if it exists)");
+  CLI::App* merge = cmd->add_subcommand("merge", "Merge the CSVs of a sharded sweep into one");
+  merge->add_option("inputs", a->merge_inputs, "shard CSVs")->required();
+  merge->add_option("-o,--output", a->merge_output, "merged CSV")->required();
+  merge->add_option("--top", a->top, "best points to print and write")->capture_default_str();
+  merge->add_flag("-q,--quiet", a->quiet, "print nothing");
+  merge->callback([a] { run_merge(*a); });
+  cmd->callback([a, merge] {
+    if (!merge->parsed()) run_sweep_verb(*a);
+  });
+}
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,53 @@
+// Epoch log of an elastic training run: per epoch, the pipeline the run used (K, data-parallel
+// width, chunks M, frozen layers, AutoCache on/off) and how long the epoch took (DESIGN
+// "Elastic training"; issue 4: "a per-epoch log (K, DP width, M, frozen layers, throughput,
+// loss/accuracy)"). The simulator writes it with predicted times, the executor with measured
+// times and its loss and accuracy, so the two line up column by column.
+//
+// JSON: "pipetwin.elastic_log" version 1, {"format", "version", "source", "model", "epochs":
+// [{"epoch", "frozen_layers", "K", "dp", "chunks", "cache", "steps", "samples", "compute_s",
+// "transition_s", "time_s", "throughput_samples_per_s", "loss"?, "accuracy"?}]}, validated on
+// load with errors naming the file and field. CSV: one header line, one row per epoch, the same
+// columns (loss and accuracy empty when unknown).
+//
+// Thread-safety: plain value types.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json_io.hpp"
+
+namespace pipetwin::elastic {
+
+struct EpochRecord {
+  int epoch = 0;
+  int frozen_layers = 0;  // transformer layers frozen at the end of the epoch
+  int K = 1;              // pipeline length at the end of the epoch
+  int dp = 1;             // pipeline replicas
+  int chunks = 1;         // M
+  bool cache = false;     // AutoCache in use
+  long steps = 0;
+  long samples = 0;
+  double compute_s = 0;     // training steps
+  double transition_s = 0;  // pipeline transformations during the epoch (start-up in epoch 0)
+  double time_s = 0;        // compute_s + transition_s
+  double throughput_samples_per_s = 0;  // samples / time_s
+  std::optional<double> loss, accuracy;
+};
+
+struct EpochLog {
+  std::string source = "simulated";  // or "measured"
+  std::string model;
+  std::vector<EpochRecord> epochs;
+  double total_s() const;
+};
+
+Json epoch_log_to_json(const EpochLog& log);
+EpochLog epoch_log_from_json(const JsonView& doc);
+std::string epoch_log_csv(const EpochLog& log);
+void save_epoch_log(const EpochLog& log, const std::string& path);  // .csv: CSV, else JSON
+EpochLog load_epoch_log(const std::string& path);                   // JSON
+
+}  // namespace pipetwin::elastic

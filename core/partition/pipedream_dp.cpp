@@ -1,0 +1,191 @@
+#include "core/partition/pipedream_dp.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/partition/partitioners.hpp"
+#include "core/partition/range_terms.hpp"
+
+namespace pipetwin {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Cell {
+  double time = kInf;  // A(j, m)
+  int from = -1;       // i: the last stage is [i, j)
+  int replicas = 0;    // m': machines of the last stage
+};
+
+// The program's table for j = 0..L and m = 0..P machines.
+class Program {
+ public:
+  Program(const PartitionRequest& r, bool memory_aware)
+      : r_(r), scan_(r), L_(r.cost->num_layers()), P_(r.num_stages), memory_aware_(memory_aware) {
+    cells_.resize((static_cast<size_t>(L_) + 1) * (static_cast<size_t>(P_) + 1));
+    ar_fixed_.assign(static_cast<size_t>(P_) * (static_cast<size_t>(P_) + 1), 0);
+    ar_per_byte_ = ar_fixed_;
+    // All-reduce time is affine in bytes: ar_fixed + ar_per_byte * bytes on machines [m0, m0+m).
+    for (int m0 = 0; m0 < P_; ++m0) {
+      for (int m = 1; m0 + m <= P_; ++m) {
+        std::vector<int> devices;
+        for (int k = 0; k < m; ++k) devices.push_back(m0 + k);
+        const double fixed = r.cost->allreduce_s(0, devices);
+        ar_fixed_[ar_index(m0, m)] = fixed;
+        ar_per_byte_[ar_index(m0, m)] = r.cost->allreduce_s(1, devices) - fixed;
+      }
+    }
+  }
+
+  Cell& at(int j, int m) {
+    return cells_[static_cast<size_t>(j) * (static_cast<size_t>(P_) + 1) + static_cast<size_t>(m)];
+  }
+
+  void run() {
+    at(0, 0).time = 0;
+    for (int i = 0; i < L_; ++i) {
+      RangeTerms t = scan_.start(i);
+      for (int j = i + 1; j <= L_; ++j) {
+        scan_.extend(t);
+        const bool fits = !memory_aware_ || r_.memory_limit_bytes <= 0 ||
+                          scan_.memory(t) <= r_.memory_limit_bytes;
+        if (fits) relax(i, j, t);
+      }
+    }
+  }
+
+  // The best plan over m = 1..P machines (fewer machines on ties); time +inf when none.
+  std::pair<double, int> best() {
+    double time = kInf;
+    int machines = 0;
+    for (int m = 1; m <= P_; ++m) {
+      if (at(L_, m).time < time * (1 - 1e-12)) {
+        time = at(L_, m).time;
+        machines = m;
+      }
+    }
+    return {time, machines};
+  }
+
+  Partition trace(int machines) {
+    std::vector<std::vector<int>> stages;
+    std::vector<int> replicas;
+    for (int j = L_, m = machines; j > 0;) {
+      const Cell& c = at(j, m);
+      std::vector<int> layers;
+      for (int l = c.from; l < j; ++l) layers.push_back(l);
+      stages.insert(stages.begin(), std::move(layers));
+      replicas.insert(replicas.begin(), c.replicas);
+      m -= c.replicas;
+      j = c.from;
+    }
+    Partition p;
+    p.stages = std::move(stages);
+    p.replicas = std::move(replicas);
+    return p;
+  }
+
+ private:
+  // Every way to make [i, j) the last stage, on m' machines after m0 used by [0, i).
+  void relax(int i, int j, const RangeTerms& t) {
+    const double b = r_.micro_batch;
+    for (int m0 = 0; m0 < P_; ++m0) {
+      const double before = at(i, m0).time;
+      if (before == kInf) continue;
+      // 2 C_i: activations forward and gradients back across the border at layer i.
+      const double cross = scan_.cut_bytes(i) * b;
+      const double comm = i > 0 && cross > 0 ? 2 * r_.cost->transfer_s(cross, m0 - 1, m0) : 0;
+      const double base = std::max(before, comm);
+      for (int m = 1; m0 + m <= P_; ++m) {
+        const size_t k = ar_index(m0, m);
+        const double sync =
+            m > 1 ? (ar_fixed_[k] + ar_per_byte_[k] * t.param_bytes) / std::max(1, r_.micro_batches)
+                  : 0;
+        const double value = std::max(base, std::max(t.compute_s, sync) / m);
+        Cell& cell = at(j, m0 + m);
+        const double tol = 1e-12 * std::max(value, cell.time == kInf ? 0 : cell.time);
+        if (value < cell.time - tol || (std::abs(value - cell.time) <= tol && m < cell.replicas)) {
+          cell = {value, i, m};
+        }
+      }
+    }
+  }
+
+  const PartitionRequest& r_;
+  const RangeScanner scan_;
+  const int L_, P_;
+  const bool memory_aware_;
+  std::vector<Cell> cells_;
+  size_t ar_index(int m0, int m) const {
+    return static_cast<size_t>(m0) * (static_cast<size_t>(P_) + 1) + static_cast<size_t>(m);
+  }
+  std::vector<double> ar_fixed_, ar_per_byte_;  // by ar_index(m0, m)
+};
+
+PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware) {
+  Program program(r, memory_aware);
+  program.run();
+  const auto [time, machines] = program.best();
+  PipeDreamPlan out;
+  if (time == kInf) return out;
+  out.partition = program.trace(machines);
+  out.bottleneck_s = time;
+  for (const auto& layers : out.partition.stages) {
+    out.stage_memory_bytes.push_back(stage_memory_bytes(r, layers));
+  }
+  for (size_t s = 0; s < out.stage_memory_bytes.size(); ++s) {
+    if (out.stage_memory_bytes[s] > out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)]) {
+      out.worst_stage = static_cast<int>(s);
+    }
+  }
+  if (r.memory_limit_bytes > 0) {
+    out.over_limit_bytes = std::max(
+        0.0, out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)] - r.memory_limit_bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+PipeDreamPlan pipedream_plan(const PartitionRequest& r, const PipeDreamOptions& options) {
+  const std::string who = "partitioner pipedream-dp";
+  check_partition_request(r, who);
+  PipeDreamPlan plan = plan_once(r, options.memory_aware);
+  if (!plan.partition.stages.empty()) return plan;
+  const PipeDreamPlan blind = plan_once(r, false);
+  throw InputError(fmt::format(
+      "{}: no pipeline on {} devices fits the {:.2f} GiB limit; PipeDream's own plan needs "
+      "{:.2f} GiB on stage {}",
+      who, r.num_stages, r.memory_limit_bytes / kGiB,
+      blind.stage_memory_bytes[static_cast<size_t>(blind.worst_stage)] / kGiB, blind.worst_stage));
+}
+
+namespace {
+
+class PipeDreamDp : public Partitioner {
+ public:
+  explicit PipeDreamDp(const PipeDreamOptions& o) : options_(o) {}
+  std::string name() const override { return "pipedream-dp"; }
+  Partition partition(const PartitionRequest& r) const override {
+    return pipedream_plan(r, options_).partition;
+  }
+
+ private:
+  PipeDreamOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Partitioner> make_pipedream_dp_partitioner(const PipeDreamOptions& options) {
+  return std::make_unique<PipeDreamDp>(options);
+}
+
+std::unique_ptr<Partitioner> make_pipedream_dp_partitioner() {
+  return make_pipedream_dp_partitioner(PipeDreamOptions{});
+}
+
+}  // namespace pipetwin

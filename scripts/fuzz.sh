@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang in build-fuzz/, seeds each with the shipped
+# files of its format and runs it. Any crash, sanitizer report or non-InputError exception fails
+# the script; the reproducer is left in build-fuzz/findings/<target>/ — turn it into a regression
+# test (tests/fuzz_regression_test.cpp reads fuzz/regressions/<target>/*).
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 600)] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-600}
+shift || true
+targets=("$@")
+if ((${#targets[@]} == 0)); then targets=(profile cluster plan timeline metrics schedule model_spec); fi
+B=build-fuzz
+cmake -S . -B "$B" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DPIPETWIN_FUZZ=ON -DPIPETWIN_WITH_TORCH=OFF \
+  -DPIPETWIN_BUILD_TESTS=OFF -DPIPETWIN_BUILD_BENCH=OFF >/dev/null
+cmake --build "$B" -j "${PIPETWIN_JOBS:-$(nproc)}" --target pipetwin $(printf 'fuzz_%s ' "${targets[@]}")
+
+# Seeds: the shipped files, plus a plan, timeline and metrics the CLI writes from them.
+S="$B/seeds"
+rm -rf "$S" && mkdir -p "$S"/{profile,cluster,plan,timeline,metrics,schedule,model_spec}
+export PIPETWIN_DATA="$PWD" ASAN_OPTIONS=detect_leaks=0
+cp traces/*/*.profile.json "$S/profile/"
+cp hardware/clusters/*.json "$S/cluster/"
+"$B/pipetwin" plan --model vit:tiny --cluster local-cpu-2 --stages 2 --batch 8 --chunks 4 -o "$S/plan/vit.json" >/dev/null
+"$B/pipetwin" plan --model uniform:layers=8,act_kb=4,param_kb=64 --cluster dgx-h100 --stages 4 --dp 2 --batch 64 \
+  --chunks 8 --schedule pipedream -o "$S/plan/uniform.json" >/dev/null
+"$B/pipetwin" simulate --plan "$S/plan/vit.json" --timeline "$S/timeline/vit.json" --metrics "$S/metrics/vit.json" -q
+"$B/pipetwin" schedule --plan "$S/plan/vit.json" -o "$S/schedule/vit.json" >/dev/null 2>&1 || true
+for m in vit:tiny bert:tiny,layers=4 uniform:layers=8,fwd_ms=1/2/3/4/5/6/7/8 'uniform:fwd_ms=1,overhead_ms=0.5'; do
+  printf '%s' "$m" >"$S/model_spec/$(echo "$m" | md5sum | cut -c1-8)"
+done
+for t in "${targets[@]}"; do
+  cp fuzz/regressions/"$t"/* "$S/$t/" 2>/dev/null || true
+done
+
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$B/corpus/$t" "$B/findings/$t"
+  echo "fuzz: $t for ${secs}s"
+  if ! "$B/fuzz/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 -max_len=65536 \
+      -artifact_prefix="$B/findings/$t/" "$B/corpus/$t" "$S/$t" >"$B/findings/$t.log" 2>&1; then
+    echo "fuzz: $t FAILED (log: $B/findings/$t.log, reproducer in $B/findings/$t/)"
+    tail -30 "$B/findings/$t.log"
+    status=1
+  else
+    grep -E "^stat::number_of_executed_units|^#[0-9]+ *DONE" "$B/findings/$t.log" | tail -2 | sed "s/^/fuzz: $t: /"
+  fi
+done
+exit $status

@@ -1,0 +1,150 @@
+#include "sim/sweep/evaluate.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/memory.hpp"
+#include "core/schedule/generators.hpp"
+#include "sim/pipeline_sim.hpp"
+
+namespace pipetwin::sim {
+
+namespace {
+
+void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e) {
+  e.capacity_bytes = ctx.plan.cluster.device.memory_bytes;
+  size_t worst = 0;
+  for (size_t d = 0; d < walk.devices.size(); ++d) {
+    if (walk.devices[d].peak_bytes > walk.devices[worst].peak_bytes) worst = d;
+  }
+  e.peak_memory_max_bytes = walk.devices.empty() ? 0 : walk.devices[worst].peak_bytes;
+  e.fits = e.peak_memory_max_bytes <= e.capacity_bytes;
+  if (!e.fits) {
+    e.oom_device = fmt::format("device {} ({} #{})", worst, ctx.plan.cluster.device.name,
+                               ctx.placement[worst]);
+    e.over_bytes = e.peak_memory_max_bytes - e.capacity_bytes;
+  }
+}
+
+struct Interval {
+  double a, b;
+};
+
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.a < y.a; });
+  std::vector<Interval> out;
+  for (const auto& iv : v) {
+    if (!out.empty() && iv.a <= out.back().b) {
+      out.back().b = std::max(out.back().b, iv.b);
+    } else {
+      out.push_back(iv);
+    }
+  }
+  return out;
+}
+
+double covered(const std::vector<Interval>& busy, double a, double b) {
+  if (b <= a) return 0;
+  auto it = std::lower_bound(busy.begin(), busy.end(), a,
+                             [](const Interval& iv, double x) { return iv.b <= x; });
+  double sum = 0;
+  for (; it != busy.end() && it->a < b; ++it) sum += std::min(b, it->b) - std::max(a, it->a);
+  return sum;
+}
+
+}  // namespace
+
+SteadyMetrics steady_metrics(const CompiledSchedule& cs, const std::vector<double>& start,
+                             const std::vector<double>& end, bool async, double samples_per_step) {
+  const auto D = static_cast<size_t>(cs.num_devices());
+  std::vector<std::vector<Interval>> busy(D);
+  std::vector<double> step_end;
+  double makespan = 0;
+  for (int id = 0; id < cs.num_actions(); ++id) {
+    const Action& a = cs.action(id);
+    const auto i = static_cast<size_t>(id);
+    makespan = std::max(makespan, end[i]);
+    if (a.op == Op::kOptimizerStep) {
+      const auto step = static_cast<size_t>(a.step);
+      if (step_end.size() <= step) step_end.resize(step + 1, 0);
+      step_end[step] = std::max(step_end[step], end[i]);
+    }
+    if (stream_of(a.op) == StreamKind::kCompute) {
+      busy[static_cast<size_t>(cs.device(id))].push_back({start[i], end[i]});
+    }
+  }
+  const int steps = static_cast<int>(step_end.size());
+  const int K = cs.shape().num_stages;
+  const int w0 = async ? K : 0, w1 = async ? steps - 1 - K : steps - 1;
+  SteadyMetrics m;
+  double from = 0, to = makespan;
+  if (steps >= 2 && w1 > w0) {
+    from = step_end[static_cast<size_t>(w0)];
+    to = step_end[static_cast<size_t>(w1)];
+    m.iteration_time_s = (to - from) / (w1 - w0);
+  } else {
+    m.iteration_time_s = steps > 0 ? makespan / steps : makespan;
+  }
+  if (m.iteration_time_s > 0) m.throughput_samples_per_s = samples_per_step / m.iteration_time_s;
+  double busy_total = 0;
+  for (auto& b : busy) busy_total += covered(merged(std::move(b)), from, to);
+  m.bubble_fraction =
+      (to > from && D > 0) ? 1 - busy_total / (static_cast<double>(D) * (to - from)) : 0;
+  return m;
+}
+
+Evaluation evaluate_plan(const Plan& plan, int iterations, bool simulate_unfit) {
+  Evaluation e;
+  e.plan = plan;
+  try {
+    const PlanContext ctx(plan, iterations);
+    CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
+    judge_memory(ctx, walk_memory(cs, ctx.stages), e);
+    if (!e.fits && !simulate_unfit) return e;
+    PipelineSimulator simulator(ctx, std::move(cs));
+    std::vector<double> start, end;
+    simulator.run_engine(start, end);
+    const SteadyMetrics m =
+        steady_metrics(simulator.schedule(), start, end, schedule_info(plan.schedule).asynchronous,
+                       plan.batch_size);
+    e.simulated = true;
+    e.iteration_time_s = m.iteration_time_s;
+    e.throughput_samples_per_s = m.throughput_samples_per_s;
+    e.bubble_fraction = m.bubble_fraction;
+  } catch (const InputError& err) {
+    Evaluation failed;
+    failed.error = err.what();
+    return failed;
+  }
+  return e;
+}
+
+Evaluation evaluate_request(const PlanRequest& request, int iterations, bool simulate_unfit) {
+  PlanRequest r = request;
+  r.allow_oom = r.chunks > 0;
+  Plan plan;
+  try {
+    plan = make_plan(r);
+  } catch (const InputError& first) {
+    if (r.allow_oom) {
+      Evaluation failed;
+      failed.error = first.what();
+      return failed;
+    }
+    // Auto M and nothing fits (or the request is infeasible): plan ignoring memory, so the
+    // evaluation names the device that runs out; an infeasible request fails again here.
+    r.allow_oom = true;
+    try {
+      plan = make_plan(r);
+    } catch (const InputError& again) {
+      Evaluation failed;
+      failed.error = again.what();
+      return failed;
+    }
+  }
+  return evaluate_plan(plan, iterations, simulate_unfit);
+}
+
+}  // namespace pipetwin::sim

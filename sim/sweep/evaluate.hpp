@@ -1,0 +1,68 @@
+// Evaluating one configuration: the numbers a sweep row and a capacity candidate report.
+//
+// A plan is judged in two steps. First its memory: the schedule is walked (core/memory.hpp) and
+// the device with the largest peak is compared with the device capacity — "which device runs
+// out, by how much" (issue 6). Then, unless the caller skips plans that do not fit, a full
+// discrete-event simulation (sim/pipeline_sim.hpp) gives iteration time, throughput and bubble.
+// The compiled schedule is built once and shared by both steps.
+//
+// The simulation runs the engine only and reads iteration time, throughput and bubble straight
+// off its start and end times (steady_metrics), with core/metrics.hpp's definitions: a sweep
+// needs three numbers, not a Timeline and every metric (staleness, overlap), which would cost
+// about as much again as the simulation. tests/sweep_test.cpp checks the numbers equal
+// simulate_plan()'s to the last bit, for every schedule.
+//
+// evaluate_request() plans first (sim/planner.hpp). A fixed M is planned with allow_oom so that
+// a point that does not fit still reports its memory and time; with M = auto the planner's
+// fastest fitting M is taken, and when no M fits, the fastest M ignoring memory, so the row can
+// still say which device runs out. A request the planner refuses for any other reason (more
+// stages than layers, a batch not divisible by dp x M, more devices than the cluster has) is an
+// infeasible point: its error text is kept, nothing is thrown.
+//
+// Thread-safety: pure functions; safe to call concurrently with distinct arguments.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "core/schedule/compiled.hpp"
+#include "sim/planner.hpp"
+
+namespace pipetwin::sim {
+
+struct Evaluation {
+  std::string error;  // non-empty: infeasible point; nothing below is set
+  Plan plan;          // the plan evaluated
+  bool simulated = false;
+  double iteration_time_s = 0;
+  double throughput_samples_per_s = 0;
+  double bubble_fraction = 0;
+  double peak_memory_max_bytes = 0;  // largest peak over the devices
+  double capacity_bytes = 0;         // memory of one device of the cluster
+  bool fits = false;
+  std::string oom_device;  // "device 1 (l4 #1)": the device with the largest peak, if over
+  double over_bytes = 0;   // its peak minus the capacity, when it does not fit
+
+  bool ok() const { return error.empty(); }
+};
+
+struct SteadyMetrics {
+  double iteration_time_s = 0;
+  double throughput_samples_per_s = 0;
+  double bubble_fraction = 0;
+};
+
+// compute_metrics()'s iteration time, throughput and bubble fraction from the engine's start and
+// end time per action of `schedule`.
+SteadyMetrics steady_metrics(const CompiledSchedule& schedule, const std::vector<double>& start,
+                             const std::vector<double>& end, bool async, double samples_per_step);
+
+// Memory walk and, if the plan fits or `simulate_unfit`, a simulation of `iterations`
+// mini-batches (0: the plan's default). InputErrors from the plan become `error`.
+Evaluation evaluate_plan(const Plan& plan, int iterations, bool simulate_unfit);
+
+// Plans `request` (see above) and evaluates the plan. `request.allow_oom` is ignored.
+Evaluation evaluate_request(const PlanRequest& request, int iterations, bool simulate_unfit);
+
+}  // namespace pipetwin::sim

@@ -1,0 +1,179 @@
+// Capacity planning (issue 6): ranking by time and by cost on a hand-checkable catalog, the GPU
+// count search, the closest miss when nothing fits, the budget, and broken price catalogs.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "sim/capacity.hpp"
+#include "test_util.hpp"
+
+namespace pipetwin::sim {
+namespace {
+
+using test::input_error;
+using test::TempDir;
+using test::write_text;
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string cluster_json(const std::string& name, int devices, double speed) {
+  return fmt::format(
+      R"({{"format": "pipetwin.cluster", "version": 1, "name": "{}", "device": "test-gpu",
+    "devices_per_node": {}, "intra_node_link": "slow-start", "relative_speed": {}}})",
+      name, devices, speed);
+}
+
+// One device type (1 GiB); a link with 1 ms latency, so data parallelism and pipelining cost
+// something. Clusters: one device at speed 1, 2 and 4, and two devices at speed 1.
+struct Catalogue {
+  explicit Catalogue(const TempDir& dir) : root(dir.file("hw")) {
+    std::filesystem::create_directories(root + "/clusters");
+    write_text(root + "/devices.json", R"({"format": "pipetwin.devices", "version": 1, "devices": [
+      {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
+       "peak_flops": {"float32": 1e14}}]})");
+    write_text(root + "/links.json", R"({"format": "pipetwin.links", "version": 1, "links": [
+      {"name": "slow-start", "bandwidth": 1e12, "latency": 1e-3}]})");
+    write_text(root + "/clusters/slow1.json", cluster_json("slow1", 1, 1));
+    write_text(root + "/clusters/fast2.json", cluster_json("fast2", 1, 2));
+    write_text(root + "/clusters/fast4.json", cluster_json("fast4", 1, 4));
+    write_text(root + "/clusters/pair.json", cluster_json("pair", 2, 1));
+    write_text(root + "/prices.json", R"({"format": "pipetwin.prices", "version": 1,
+      "note": "example prices, edit them", "prices": [
+      {"cluster": "slow1", "price_per_gpu_hour": 2}, {"cluster": "fast2", "price_per_gpu_hour": 5},
+      {"cluster": "fast4", "price_per_gpu_hour": 12}, {"cluster": "pair", "price_per_gpu_hour": 2}]})");
+    catalog = Catalog::load(root);
+  }
+  CapacityRequest request(const std::string& model, std::vector<std::string> clusters) const {
+    CapacityRequest r;
+    r.model = model;
+    r.catalog = &catalog;
+    r.prices = load_prices(default_prices_path(catalog), catalog);
+    r.clusters = std::move(clusters);
+    r.batch = 8;
+    r.samples = 8000;  // 1000 optimizer steps per epoch
+    r.jobs = 2;
+    return r;
+  }
+  std::string root;
+  Catalog catalog;
+};
+
+// One layer on one device: an iteration is batch x (f + b) / speed = 8 x 3 ms / speed whatever
+// the schedule and M. 1000 steps: 24 s / speed; cost = hours x 1 GPU x price:
+//   slow1  24 s  x $2/h  = $0.0133     fast2  12 s x $5/h = $0.0167     fast4  6 s x $12/h = $0.02
+TEST(Capacity, RanksByTimeAndByCost) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const CapacityReport r =
+      plan_capacity(cat.request("uniform:layers=1,fwd_ms=1,bwd_ms=2", {"slow1", "fast2", "fast4"}));
+  ASSERT_EQ(r.clusters.size(), 3u);
+  const double seconds[] = {24, 12, 6}, prices[] = {2, 5, 12};
+  for (size_t i = 0; i < 3; ++i) {
+    const ClusterCapacity& c = r.clusters[i];
+    EXPECT_TRUE(c.fits);
+    EXPECT_EQ(c.fastest.gpus, 1);
+    EXPECT_NEAR(c.fastest.iteration_time_s, seconds[i] / 1000, 1e-12) << c.cluster;
+    EXPECT_NEAR(c.fastest.epoch_time_s, seconds[i], 1e-9);
+    EXPECT_NEAR(c.fastest.total_time_s, seconds[i], 1e-9);
+    EXPECT_NEAR(c.cheapest.cost, seconds[i] / 3600 * prices[i], 1e-12);
+  }
+  EXPECT_EQ(r.by_time, (std::vector<size_t>{2, 1, 0}));  // fast4, fast2, slow1
+  EXPECT_EQ(r.by_cost, (std::vector<size_t>{0, 1, 2}));  // slow1, fast2, fast4
+}
+
+// Two layers, two devices: one GPU takes 8 x 2 x 3 ms = 48 ms; dp = 2 halves the compute (24 ms)
+// and adds an all-reduce; K = 2 pays (M + 1) stage slots plus 1 ms per transfer. Fastest: dp = 2
+// on both GPUs; cheapest: one GPU (48 ms x 1 < (24 ms + all-reduce) x 2).
+TEST(Capacity, SearchesGpuCountPipelineAndDataParallelism) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const CapacityReport r =
+      plan_capacity(cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1024", {"pair"}));
+  const ClusterCapacity& c = r.clusters.at(0);
+  ASSERT_TRUE(c.fastest.found);
+  EXPECT_EQ(c.fastest.gpus, 2);
+  EXPECT_EQ(c.fastest.plan.dp, 2);
+  EXPECT_EQ(c.fastest.plan.num_stages(), 1);
+  EXPECT_GT(c.fastest.iteration_time_s, 0.024);
+  EXPECT_LT(c.fastest.iteration_time_s, 0.048);
+  EXPECT_EQ(c.cheapest.gpus, 1);
+  EXPECT_NEAR(c.cheapest.iteration_time_s, 0.048, 1e-12);
+  EXPECT_LT(c.cheapest.cost, c.fastest.cost);
+  // K x dp <= 2 and dp | 8: (1,1), (1,2), (2,1) x two schedules, M dividing the replica batch.
+  EXPECT_GT(c.candidates, 6);
+}
+
+// 1 GiB of parameters per layer: parameters + gradients = 2 GiB per layer, 4 GiB in all, on
+// 1 GiB devices. One device: 3 GiB over; two stages on the pair: 1 GiB over each.
+TEST(Capacity, NamesTheDeviceThatRunsOutAndByHowMuch) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const CapacityReport r = plan_capacity(
+      cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1048576", {"slow1", "pair"}));
+  for (const auto& c : r.clusters) {
+    EXPECT_FALSE(c.fits) << c.cluster;
+    EXPECT_FALSE(c.fastest.found);
+    EXPECT_EQ(c.oom_device, "device 0 (test-gpu #0)");
+    EXPECT_DOUBLE_EQ(c.capacity_bytes, 1 * kGiB);
+  }
+  EXPECT_DOUBLE_EQ(r.clusters[0].over_bytes, 3 * kGiB);
+  EXPECT_DOUBLE_EQ(r.clusters[0].need_bytes, 4 * kGiB);
+  EXPECT_DOUBLE_EQ(r.clusters[1].over_bytes, 1 * kGiB);
+  EXPECT_NE(r.clusters[0].note.find(
+                "does not fit: at best device 0 (test-gpu #0) needs 4.00 GiB, it has 1.00 GiB "
+                "(over by 3.00 GiB)"),
+            std::string::npos);
+  EXPECT_TRUE(r.by_time.empty());
+  EXPECT_TRUE(r.by_cost.empty());
+}
+
+TEST(Capacity, BudgetLimitsTheFastestPlan) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  CapacityRequest q =
+      cat.request("uniform:layers=1,fwd_ms=1,bwd_ms=2", {"slow1", "fast2", "fast4"});
+  q.budget = 0.015;
+  const CapacityReport r = plan_capacity(q);
+  EXPECT_EQ(r.by_time, std::vector<size_t>{0});
+  EXPECT_EQ(r.by_cost.size(), 3u);
+  EXPECT_NE(r.clusters[2].note.find("no plan within the budget 0.01"), std::string::npos);
+}
+
+TEST(Capacity, BrokenCataloguesAndRequestsAreOneLineErrors) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const std::string path = dir.file("p.json");
+  auto prices_error = [&](const std::string& entries) {
+    write_text(path, R"({"format": "pipetwin.prices", "version": 1, "prices": [)" + entries + "]}");
+    return input_error([&] { load_prices(path, cat.catalog); });
+  };
+  EXPECT_NE(prices_error(R"({"cluster": "slow1", "price_per_gpu_hour": -1})")
+                .find("p.json: prices[0].price_per_gpu_hour: expected a positive number"),
+            std::string::npos);
+  EXPECT_NE(prices_error(R"({"cluster": "moon", "price_per_gpu_hour": 1})")
+                .find("p.json: prices[0].cluster: unknown cluster \"moon\""),
+            std::string::npos);
+  EXPECT_NE(
+      prices_error(
+          R"({"cluster": "slow1", "price_per_gpu_hour": 1}, {"cluster": "slow1", "price_per_gpu_hour": 2})")
+          .find("prices[1].cluster: cluster \"slow1\" priced twice"),
+      std::string::npos);
+  EXPECT_NE(prices_error(R"({"cluster": "slow1", "price": 1})")
+                .find("p.json: prices[0].price: unknown field"),
+            std::string::npos);
+  CapacityRequest q = cat.request("uniform:layers=1", {"slow1"});
+  q.prices.per_gpu_hour.erase("slow1");
+  EXPECT_NE(
+      input_error([&] { plan_capacity(q); }).find("--clusters: cluster \"slow1\" has no price"),
+      std::string::npos);
+  q = cat.request("uniform:layers=1", {"slow1"});
+  q.batch = 0;
+  EXPECT_NE(input_error([&] { plan_capacity(q); }).find("--batch must be positive (0 given)"),
+            std::string::npos);
+  q = cat.request("uniform:layers=1", {"slow1"});
+  q.schedules = {"zigzag"};
+  EXPECT_NE(input_error([&] { plan_capacity(q); }).find("unknown schedule \"zigzag\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim

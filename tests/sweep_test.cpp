@@ -1,0 +1,436 @@
+// What-if sweeps (issue 6): grid parsing and its errors, rows against closed forms, determinism
+// across thread counts, resume after an interrupt or a torn row, shards merged == a whole run,
+// and the best-points summary.
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "core/schedule/generators.hpp"
+#include "sim/elastic_sim.hpp"
+#include "sim/sweep/grid.hpp"
+#include "sim/sweep/results.hpp"
+#include "sim/sweep/runner.hpp"
+#include "sim_test_util.hpp"
+#include "test_util.hpp"
+
+namespace pipetwin::sim {
+namespace {
+
+using test::input_error;
+using test::read_text;
+using test::TempDir;
+using test::write_text;
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// A catalog of one device type (1 GiB) on free links (no latency, 1 TB/s): transfers of the
+// synthetic models below (no activations) cost nothing, so GPipe's closed form holds exactly.
+std::string write_catalog(const TempDir& dir) {
+  const std::string root = dir.file("hw");
+  std::filesystem::create_directories(root + "/clusters");
+  write_text(root + "/devices.json", R"({"format": "pipetwin.devices", "version": 1, "devices": [
+    {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
+     "peak_flops": {"float32": 1e14}}]})");
+  write_text(root + "/links.json", R"({"format": "pipetwin.links", "version": 1, "links": [
+    {"name": "free", "bandwidth": 1e12, "latency": 0}]})");
+  write_text(root + "/clusters/ideal8.json", R"({"format": "pipetwin.cluster", "version": 1,
+    "name": "ideal8", "device": "test-gpu", "devices_per_node": 8, "intra_node_link": "free"})");
+  return root;
+}
+
+SweepInputs inputs(const std::string& catalog, const std::string& model) {
+  SweepInputs in;
+  in.catalog_dir = catalog;
+  in.base.model = model;
+  in.base.cluster = "ideal8";
+  in.base.batch = 8;
+  return in;
+}
+
+const char* kModel = "uniform:layers=4,fwd_ms=1,bwd_ms=2";
+// 256 MiB of parameters per layer: parameters + gradients = 512 MiB per layer.
+const char* kHeavy = "uniform:layers=4,fwd_ms=1,bwd_ms=2,param_kb=262144";
+
+std::string field(const SweepTable& t, size_t row, const std::string& name) {
+  return t.rows.at(row).at(csv_column(t.header, name, "test"));
+}
+
+RunOptions to(const std::string& path, int jobs = 0) {
+  RunOptions o;
+  o.output = path;
+  o.jobs = jobs;
+  return o;
+}
+
+// --- grid -------------------------------------------------------------------------------------
+
+TEST(Grid, ProductInSpecOrderLastFieldFastest) {
+  const Grid g = Grid::parse("stages=1,2,4,8;chunks=auto,4:32:4;schedule=gpipe,1f1b");
+  ASSERT_EQ(g.axes().size(), 3u);
+  EXPECT_EQ(g.size(), 4 * 9 * 2);
+  EXPECT_EQ(g.axis("chunks")->values,
+            (std::vector<std::string>{"auto", "4", "8", "12", "16", "20", "24", "28", "32"}));
+  PointConfig c;
+  g.apply(1, c);
+  EXPECT_EQ(c.stages, 1);
+  EXPECT_EQ(c.chunks, 0);  // auto
+  EXPECT_EQ(c.schedule, "1f1b");
+  g.apply(2 * 9 * 2 + 3 * 2, c);  // stages #2, chunks #3, schedule #0
+  EXPECT_EQ(c.stages, 4);
+  EXPECT_EQ(c.chunks, 12);
+  EXPECT_EQ(c.schedule, "gpipe");
+  EXPECT_EQ(g.to_string(), "stages=1,2,4,8;chunks=auto,4,8,12,16,20,24,28,32;schedule=gpipe,1f1b");
+}
+
+TEST(Grid, RealRangeIsInclusiveWithoutRoundingDrift) {
+  Knob alpha{"alpha", KnobType::kReal, "test", 0, 1};
+  const Axis a = parse_axis(alpha, "0.1:0.5:0.1");
+  EXPECT_EQ(a.values, (std::vector<std::string>{"0.1", "0.2", "0.3", "0.4", "0.5"}));
+  EXPECT_DOUBLE_EQ(a.numbers[2], 0.3);
+  EXPECT_EQ(parse_axis(alpha, "0.25,0:1:0.5").values,
+            (std::vector<std::string>{"0.25", "0", "0.5", "1"}));
+}
+
+TEST(Grid, EveryKnobSetsItsField) {
+  const Grid g = Grid::parse(
+      "model=bert:tiny;cluster=l4-8x;stages=3;chunks=5;schedule=pipedream;partitioner=balance-time;"
+      "micro_batch=2;dp=4;checkpoint=except_last;frozen=1");
+  PointConfig c;
+  g.apply(0, c);
+  EXPECT_EQ(c.model, "bert:tiny");
+  EXPECT_EQ(c.cluster, "l4-8x");
+  EXPECT_EQ(c.stages, 3);
+  EXPECT_EQ(c.chunks, 5);
+  EXPECT_EQ(c.schedule, "pipedream");
+  EXPECT_EQ(c.partitioner, "balance-time");
+  EXPECT_EQ(c.resolved_batch(), 2 * 5 * 4);
+  EXPECT_EQ(c.checkpoint, Checkpoint::kExceptLast);
+  EXPECT_EQ(c.frozen, 1);
+}
+
+TEST(Grid, BadSpecsNameTheFieldAndTheValue) {
+  auto err = [](const std::string& spec) { return input_error([&] { Grid::parse(spec); }); };
+  EXPECT_NE(err("speed=1").find("--grid: unknown field \"speed\" (known: model, cluster, stages"),
+            std::string::npos);
+  EXPECT_NE(err("stages=0").find("--grid: stages: 0 is out of range 1..1000000"),
+            std::string::npos);
+  EXPECT_NE(
+      err("chunks=32:4:4").find("--grid: chunks: bad range \"32:4:4\" (stop 4 is below start 32)"),
+      std::string::npos);
+  EXPECT_NE(err("chunks=4:32:0").find("chunks: bad range \"4:32:0\" (step must be positive)"),
+            std::string::npos);
+  EXPECT_NE(err("chunks=4:32:4:1").find("chunks: bad range \"4:32:4:1\""), std::string::npos);
+  EXPECT_NE(err("stages=x").find("--grid: stages: expected an integer, got \"x\""),
+            std::string::npos);
+  EXPECT_NE(err("stages=1.5").find("stages: expected an integer, got \"1.5\""), std::string::npos);
+  EXPECT_NE(err("stages=").find("--grid: stages: no values"), std::string::npos);
+  EXPECT_NE(err("stages=1,,2").find("--grid: stages: empty value in \"1,,2\""), std::string::npos);
+  EXPECT_NE(err("stages=1,1").find("--grid: stages: value 1 given twice"), std::string::npos);
+  EXPECT_NE(err("stages=1;stages=2").find("--grid: field stages given twice"), std::string::npos);
+  EXPECT_NE(err("schedule=zigzag")
+                .find("--grid: schedule: unknown value \"zigzag\" (known: naive, gpipe"),
+            std::string::npos);
+  EXPECT_NE(err("schedule=1:2").find("--grid: schedule: unknown value \"1:2\""), std::string::npos);
+  EXPECT_NE(err("stages=auto").find("stages: expected an integer, got \"auto\""),
+            std::string::npos);
+  EXPECT_NE(err("stages").find("--grid: \"stages\" is not field=values"), std::string::npos);
+  EXPECT_NE(err(" ; ").find("--grid: empty grid"), std::string::npos);
+  EXPECT_NE(err("stages=1:20000000").find("stages: range \"1:20000000\" has 20000000 values"),
+            std::string::npos);
+  EXPECT_NE(err("stages=1:1000;chunks=1:1000;dp=1:1000").find("more than 100000000 points"),
+            std::string::npos);
+}
+
+TEST(Sweep, ConflictingBatchFieldsAndUnknownClustersAreErrors) {
+  TempDir dir;
+  const std::string hw = write_catalog(dir);
+  auto err = [&](const std::string& spec) {
+    return input_error([&] { Sweep(Grid::parse(spec), inputs(hw, kModel)); });
+  };
+  EXPECT_NE(err("micro_batch=1,2;chunks=auto,4").find("micro_batch needs a fixed chunk count"),
+            std::string::npos);
+  EXPECT_NE(err("micro_batch=1;batch=8").find("batch and micro_batch are both given"),
+            std::string::npos);
+  EXPECT_NE(
+      err("cluster=ideal8,moon").find("--grid: cluster: unknown cluster \"moon\" (known: ideal8)"),
+      std::string::npos);
+}
+
+// --- rows -------------------------------------------------------------------------------------
+
+TEST(Sweep, RowsMatchGPipeClosedFormAndMemory) {
+  TempDir dir;
+  const std::string hw = write_catalog(dir);
+  SweepInputs in = inputs(hw, kHeavy);
+  in.base.chunks = 4;
+  in.base.batch = 4;
+  const Sweep sweep(Grid::parse("stages=1,2,4,8"), in);
+  RunOptions o;
+  o.output = dir.file("s.csv");
+  ASSERT_TRUE(run_sweep(sweep, o).complete);
+  const SweepTable t = load_sweep(o.output);
+  ASSERT_EQ(t.rows.size(), 4u);
+  for (size_t r = 0; r < 3; ++r) {
+    const int K = 1 << r;
+    // GPipe: (M + K - 1) x (f + b) per stage of 4/K layers, M = 4, one sample per micro-batch.
+    const double stage = 4.0 / K * 3e-3;
+    EXPECT_NEAR(std::stod(field(t, r, "iteration_time_s")), (4 + K - 1) * stage, 1e-12) << K;
+    EXPECT_EQ(field(t, r, "plan_devices"), std::to_string(K));
+    EXPECT_DOUBLE_EQ(std::stod(field(t, r, "peak_memory_max_bytes")), 4.0 / K * 512 * 1024 * 1024);
+    EXPECT_EQ(field(t, r, "fits"), K == 1 ? "no" : "yes");
+  }
+  // One device holds 4 x 512 MiB: 1 GiB over the 1 GiB device.
+  EXPECT_EQ(field(t, 0, "oom_device"), "device 0 (test-gpu #0)");
+  EXPECT_DOUBLE_EQ(std::stod(field(t, 0, "over_bytes")), 1 * kGiB);
+  // 8 stages of 4 layers is infeasible: no plan, the planner's reason.
+  EXPECT_EQ(field(t, 3, "fits"), "");
+  EXPECT_NE(field(t, 3, "error").find("8"), std::string::npos);
+}
+
+TEST(Sweep, AutoChunksRecordsTheChosenM) {
+  TempDir dir;
+  const std::string hw = write_catalog(dir);
+  const Sweep sweep(Grid::parse("stages=2;chunks=auto,2"), inputs(hw, kModel));
+  EXPECT_EQ(sweep.header()[2], "stages");
+  EXPECT_EQ(sweep.header()[3], "chunks");
+  const CsvRow automatic = sweep.row(0), fixed = sweep.row(1);
+  const size_t m = csv_column(sweep.header(), "plan_M", "test");
+  EXPECT_EQ(automatic[3], "auto");
+  // GPipe over K = 2 is fastest with the most micro-batches that divide 8 within [1, 6K]: 8.
+  EXPECT_EQ(automatic[m], "8");
+  EXPECT_EQ(fixed[m], "2");
+}
+
+// A sweep row reads its numbers off the engine (steady_metrics); they must be what
+// `pipetwin simulate` reports for the same plan, to the last bit, for every schedule, with data
+// parallelism, costly links and one-step runs.
+TEST(Sweep, EngineMetricsEqualTheSimulatorsMetrics) {
+  for (const auto& info : schedule_catalog()) {
+    for (const auto& [K, M, dp, iterations] : std::vector<std::tuple<int, int, int, int>>{
+             {1, 2, 1, 0}, {3, 5, 2, 0}, {4, 3, 1, 1}, {2, 4, 2, 2}}) {
+      testing::PlanSpec spec;
+      spec.model = "uniform:layers=6,fwd_ms=1/2/1/3/1/1,bwd_ms=2,act_kb=512,param_kb=4096";
+      spec.schedule = info.name;
+      spec.stages = K;
+      spec.chunks = M;
+      spec.dp = dp;
+      spec.micro_batch = 2;
+      spec.cluster = testing::ideal_cluster(16, 5e9, 2e-5, 2);
+      const Plan plan = testing::synthetic_plan(spec);
+      const Metrics ref = sim::simulate_plan(PlanContext(plan, iterations)).metrics;
+      const Evaluation e = evaluate_plan(plan, iterations, true);
+      const std::string where =
+          fmt::format("{} K={} M={} dp={} N={}", info.name, K, M, dp, iterations);
+      ASSERT_TRUE(e.ok()) << where << ": " << e.error;
+      EXPECT_EQ(e.iteration_time_s, ref.iteration_time_s) << where;
+      EXPECT_EQ(e.throughput_samples_per_s, ref.throughput_samples_per_s) << where;
+      EXPECT_EQ(e.bubble_fraction, ref.bubble_fraction) << where;
+      double peak = 0;
+      for (const auto& d : ref.devices) peak = std::max(peak, d.peak_memory_bytes);
+      EXPECT_EQ(e.peak_memory_max_bytes, peak) << where;
+    }
+  }
+}
+
+// alpha makes every point a whole elastic run (sim/elastic_sim.hpp): alpha = 0 is the no-freeze
+// baseline itself, the baseline does not depend on alpha, and a row carries exactly what the
+// elastic simulator says for the point's configuration.
+TEST(Sweep, AlphaRunsTheElasticSimulator) {
+  TempDir dir;
+  const std::string hw = write_catalog(dir);
+  const std::string model = "uniform:layers=8,fwd_ms=1,bwd_ms=2,param_kb=1024";
+  SweepInputs in = inputs(hw, model);
+  in.base.stages = 8;
+  in.base.chunks = 8;
+  in.base.batch = 8;
+  EXPECT_NE(input_error([&] {
+              Sweep(Grid::parse("alpha=0,0.5"), in);
+            }).find("--grid: alpha needs --samples"),
+            std::string::npos);
+  in.samples = 256;
+  in.epochs = 4;
+  const Sweep sweep(Grid::parse("alpha=0,0.5"), in);
+  ASSERT_TRUE(sweep.elastic());
+  RunOptions o = to(dir.file("alpha.csv"), 2);
+  ASSERT_TRUE(run_sweep(sweep, o).complete);
+  const SweepTable t = load_sweep(o.output);
+  EXPECT_EQ(t.header[2], "alpha");
+  EXPECT_EQ(field(t, 0, "alpha"), "0");
+  EXPECT_EQ(field(t, 0, "error"), "");
+  EXPECT_EQ(field(t, 0, "speedup"), "1");
+  EXPECT_EQ(field(t, 0, "elastic_total_s"), field(t, 0, "baseline_total_s"));
+  EXPECT_EQ(field(t, 0, "final_frozen"), "0");
+  EXPECT_EQ(field(t, 1, "baseline_total_s"), field(t, 0, "baseline_total_s"));
+  EXPECT_NE(field(t, 1, "final_frozen"), "0");
+
+  const Catalog catalog = Catalog::load(hw);
+  ElasticConfig ec;
+  ec.model = model;
+  ec.profile = test::synthetic(model);
+  ec.cluster = load_cluster("ideal8", catalog);
+  ec.stages = 8;
+  ec.batch = 8;  // per pipeline: the batch over dp = 1
+  ec.epochs = 4;
+  ec.samples = 256;
+  ec.alpha = 0.5;
+  const ElasticReport r = simulate_elastic(ec);
+  EXPECT_DOUBLE_EQ(std::stod(field(t, 1, "elastic_total_s")), r.elastic.total_s);
+  EXPECT_DOUBLE_EQ(std::stod(field(t, 1, "speedup")), r.speedup);
+  EXPECT_EQ(field(t, 1, "final_K"), std::to_string(r.elastic.log.epochs.back().K));
+  // Elastic sweeps rank whole runs.
+  EXPECT_EQ(best_points(t, 1).rows[0][1], r.speedup > 1 ? "1" : "0");
+}
+
+// --- running ----------------------------------------------------------------------------------
+
+const char* kGrid = "stages=1,2,4,8;chunks=1,2,4,8;schedule=gpipe,1f1b,pipedream";
+
+std::string run_to(const Sweep& sweep, const std::string& path, int jobs, int64_t limit = -1) {
+  RunOptions o;
+  o.output = path;
+  o.jobs = jobs;
+  o.limit = limit;
+  run_sweep(sweep, o);
+  return read_text(path);
+}
+
+TEST(Sweep, SameBytesWhateverTheThreadCount) {
+  TempDir dir;
+  const Sweep sweep(Grid::parse(kGrid), inputs(write_catalog(dir), kHeavy));
+  const std::string one = run_to(sweep, dir.file("j1.csv"), 1);
+  const std::string two = run_to(sweep, dir.file("j2.csv"), 2);
+  const std::string four = run_to(sweep, dir.file("j4.csv"), 4);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, four);
+  EXPECT_EQ(load_sweep(dir.file("j1.csv")).rows.size(), 48u);
+}
+
+TEST(Sweep, ResumeAfterLimitStopOrTornRowGivesTheSameBytes) {
+  TempDir dir;
+  SweepInputs in = inputs(write_catalog(dir), kHeavy);
+  in.iterations = 12;  // slower points, so the interrupt below lands mid-sweep
+  const Sweep sweep(Grid::parse(kGrid), in);
+  const std::string whole = run_to(sweep, dir.file("whole.csv"), 2);
+  // Stopped by a point limit, twice, then finished.
+  run_to(sweep, dir.file("limited.csv"), 2, 7);
+  EXPECT_EQ(load_sweep(dir.file("limited.csv")).rows.size(), 7u);
+  run_to(sweep, dir.file("limited.csv"), 2, 30);
+  EXPECT_EQ(run_to(sweep, dir.file("limited.csv"), 2), whole);
+  // Stopped by the interrupt flag (what SIGINT sets): every finished point is kept.
+  std::atomic<bool> stop{false};
+  RunOptions o;
+  o.output = dir.file("stopped.csv");
+  o.jobs = 2;
+  o.stop = &stop;
+  int points = 0;
+  o.point_done = [&] { stop = stop || ++points >= 5; };  // workers stop within jobs - 1 points
+  const RunResult r = run_sweep(sweep, o);
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(static_cast<int64_t>(load_sweep(o.output).rows.size()), r.computed);
+  const RunResult again = run_sweep(sweep, to(o.output, 1));
+  EXPECT_EQ(again.resumed, r.computed);
+  EXPECT_EQ(again.computed, 48 - r.computed);
+  EXPECT_EQ(read_text(o.output), whole);
+  // A crash in the middle of a row: the torn row is cut off and recomputed.
+  const size_t cut = whole.find('\n', whole.size() / 2) + 25;
+  write_text(dir.file("torn.csv"), whole.substr(0, cut));
+  const RunResult repaired = run_sweep(sweep, to(dir.file("torn.csv"), 2));
+  EXPECT_TRUE(repaired.repaired);
+  EXPECT_EQ(read_text(dir.file("torn.csv")), whole);
+}
+
+TEST(Sweep, ResumingAnotherSweepsFileIsAnError) {
+  TempDir dir;
+  const std::string hw = write_catalog(dir);
+  const Sweep a(Grid::parse("stages=1,2;schedule=gpipe,1f1b"), inputs(hw, kModel));
+  run_to(a, dir.file("a.csv"), 1, 3);
+  const Sweep other_fields(Grid::parse("schedule=gpipe,1f1b;stages=1,2"), inputs(hw, kModel));
+  EXPECT_NE(input_error([&] { run_sweep(other_fields, to(dir.file("a.csv"))); })
+                .find("a.csv: header does not match this sweep's grid: column 3 is \"stages\", the "
+                      "grid makes "
+                      "\"schedule\""),
+            std::string::npos);
+  const Sweep other_values(Grid::parse("stages=1,4;schedule=gpipe,1f1b"), inputs(hw, kModel));
+  EXPECT_NE(input_error([&] {
+              run_sweep(other_values, to(dir.file("a.csv")));
+            }).find("a.csv: line 4: stages is \"2\", point 2 of this sweep has \"4\""),
+            std::string::npos);
+  SweepInputs bigger = inputs(hw, kModel);
+  bigger.base.batch = 16;
+  const Sweep other_batch(Grid::parse("stages=1,2;schedule=gpipe,1f1b"), bigger);
+  EXPECT_NE(input_error([&] {
+              run_sweep(other_batch, to(dir.file("a.csv")));
+            }).find("line 2: batch is \"8\", point 0 of this sweep has \"16\""),
+            std::string::npos);
+}
+
+TEST(Sweep, ShardsMergeIntoTheWholeRun) {
+  TempDir dir;
+  const Sweep sweep(Grid::parse(kGrid), inputs(write_catalog(dir), kHeavy));
+  const std::string whole = run_to(sweep, dir.file("whole.csv"), 2);
+  std::vector<std::string> shards;
+  for (int i = 0; i < 3; ++i) {
+    RunOptions o;
+    o.output = dir.file("shard" + std::to_string(i) + ".csv");
+    o.shard = i;
+    o.shards = 3;
+    o.jobs = 1;
+    EXPECT_EQ(run_sweep(sweep, o).total, 16);
+    shards.push_back(o.output);
+  }
+  save_sweep(merge_sweeps({shards[2], shards[0], shards[1]}), dir.file("merged.csv"));
+  EXPECT_EQ(read_text(dir.file("merged.csv")), whole);
+  EXPECT_NE(input_error([&] {
+              merge_sweeps({shards[0], shards[2]});
+            }).find("sweep merge: 16 of 48 points missing (first: point 1)"),
+            std::string::npos);
+  EXPECT_EQ(parse_shard("2/3"), std::make_pair(2, 3));
+  EXPECT_NE(input_error([&] {
+              parse_shard("3/3");
+            }).find("--shard: index 3 is out of range 0..2 for 3 shards"),
+            std::string::npos);
+  EXPECT_NE(input_error([&] { parse_shard("1of3"); }).find("--shard: expected i/n"),
+            std::string::npos);
+}
+
+// --- results ----------------------------------------------------------------------------------
+
+TEST(Results, BestPointsByThroughputAmongThoseThatFit) {
+  SweepTable t;
+  t.header = {"point", "points", "stages", "plan_M", "throughput_samples_per_s", "fits", "error"};
+  t.rows = {{"0", "5", "1", "1", "5", "yes", ""},
+            {"1", "5", "2", "1", "10", "no", ""},
+            {"2", "5", "4", "1", "7", "yes", ""},
+            {"3", "5", "8", "1", "", "", "too many stages"},
+            {"4", "5", "16", "1", "7", "yes", ""}};
+  const SweepTable best = best_points(t, 10);
+  ASSERT_EQ(best.rows.size(), 3u);
+  EXPECT_EQ(best.header.front(), "rank");
+  EXPECT_EQ(best.rows[0], (CsvRow{"1", "2", "5", "4", "1", "7", "yes", ""}));
+  EXPECT_EQ(best.rows[1][1], "4");  // a tie goes to grid order
+  EXPECT_EQ(best.rows[2][1], "0");
+  EXPECT_EQ(best_points(t, 1).rows.size(), 1u);
+  EXPECT_EQ(varying_inputs(t), std::vector<size_t>{2});
+  EXPECT_EQ(best_path("out/SWEEP.csv"), "out/SWEEP.best.csv");
+  EXPECT_EQ(best_path("sweep.txt"), "sweep.txt.best.csv");
+}
+
+TEST(Csv, QuotedFieldsRoundTripAndTornTailsAreSeen) {
+  const CsvRow row = {"plain", "a,b", "say \"hi\"", "two\nlines", ""};
+  const std::string text = csv_line({"h1", "h2", "h3", "h4", "h5"}) + csv_line(row);
+  const CsvText parsed = parse_csv(text, "t.csv");
+  ASSERT_EQ(parsed.rows.size(), 1u);
+  EXPECT_EQ(parsed.rows[0], row);
+  EXPECT_FALSE(parsed.torn_tail);
+  EXPECT_EQ(parsed.complete_bytes, text.size());
+  const CsvText torn = parse_csv(text + "x,\"y", "t.csv");
+  EXPECT_TRUE(torn.torn_tail);
+  EXPECT_EQ(torn.rows.size(), 1u);
+  EXPECT_EQ(torn.complete_bytes, text.size());
+  EXPECT_NE(
+      input_error([&] { parse_csv("a,b\"c\n", "t.csv"); }).find("t.csv: line 1: a quote inside"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim
