@@ -1,4 +1,5 @@
-// The executor's verbs: `pipetwin run` (a plan, for real) and `pipetwin profile` (a model).
+// The executor's verbs: `pipetwin run` (a plan, for real) and `pipetwin profile` (a model);
+// `pipetwin train` lives in cmd_train.cpp.
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -43,11 +44,21 @@ std::vector<std::string> args_without_nproc(int argc, char** argv) {
 int g_argc = 0;
 char** g_argv = nullptr;
 
+}  // namespace
+
+int relaunch_local(int nproc, int master_port) {
+  return exec::launch_local(nproc, args_without_nproc(g_argc, g_argv), master_port,
+                            std::chrono::seconds(5));
+}
+
+namespace {
+
 void run_run(const RunArgs& a) {
   if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
-    const int status = exec::launch_local(a.nproc, args_without_nproc(g_argc, g_argv), a.master_port,
-                                          std::chrono::seconds(5));
-    if (status != 0) throw InputError(fmt::format("run: the {}-process job failed (exit status {})", a.nproc, status));
+    const int status = relaunch_local(a.nproc, a.master_port);
+    if (status != 0)
+      throw InputError(
+          fmt::format("run: the {}-process job failed (exit status {})", a.nproc, status));
     return;
   }
   const Plan plan = load_plan(a.plan);
@@ -63,7 +74,8 @@ void run_run(const RunArgs& a) {
   o.timeout = std::chrono::seconds(a.timeout_s);
   o.data = a.data;
   if (a.data != "synthetic" && a.data != "digits" && a.data != "digits-tokens") {
-    throw InputError(fmt::format("--data: expected synthetic, digits or digits-tokens, got \"{}\"", a.data));
+    throw InputError(
+        fmt::format("--data: expected synthetic, digits or digits-tokens, got \"{}\"", a.data));
   }
   const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
   std::unique_ptr<exec::Distributed> dist;
@@ -72,7 +84,9 @@ void run_run(const RunArgs& a) {
   if (!a.save_parameters.empty()) {
     std::filesystem::create_directories(a.save_parameters);
     for (const auto& [key, tensors] : r.parameters) {
-      exec::save_tensors(fmt::format("{}/replica{}_stage{}.pt", a.save_parameters, key.first, key.second), tensors);
+      exec::save_tensors(
+          fmt::format("{}/replica{}_stage{}.pt", a.save_parameters, key.first, key.second),
+          tensors);
     }
   }
   if (env.rank != 0) return;
@@ -83,7 +97,8 @@ void run_run(const RunArgs& a) {
   std::fputs(metrics_summary(ctx, r.metrics).c_str(), stdout);
   std::string losses;
   for (double l : r.step_loss) losses += fmt::format(" {:.4f}", l);
-  if (!r.step_loss.empty() && env.world_size == 1) std::printf("\nloss per step:%s\n", losses.c_str());
+  if (!r.step_loss.empty() && env.world_size == 1)
+    std::printf("\nloss per step:%s\n", losses.c_str());
 }
 
 struct ProfileArgs {
@@ -104,7 +119,8 @@ void run_profile(const ProfileArgs& a) {
       o.micro_batches.push_back(std::stoi(item, &used));
       if (used != item.size()) throw std::invalid_argument(item);
     } catch (const std::exception&) {
-      throw InputError(fmt::format("--micro-batch: expected comma-separated integers, got \"{}\"", a.micro));
+      throw InputError(
+          fmt::format("--micro-batch: expected comma-separated integers, got \"{}\"", a.micro));
     }
   }
   o.warmup = a.warmup;
@@ -118,15 +134,16 @@ void run_profile(const ProfileArgs& a) {
   const Profile p = exec::profile_model(a.model, o);
   save_profile(p, a.output);
   if (a.quiet) return;
-  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "contention", "params",
-           "saved/sample"});
+  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "contention",
+           "params", "saved/sample"});
   for (const auto& l : p.layers) {
-    t.add({l.name, l.kind, fmt_seconds(l.timings.back().forward_s), fmt_seconds(l.timings.back().backward_s),
+    t.add({l.name, l.kind, fmt_seconds(l.timings.back().forward_s),
+           fmt_seconds(l.timings.back().backward_s),
            fmt::format("{:.2f}x", l.timings.back().contention), fmt_bytes(l.param_bytes),
            fmt_bytes(l.saved_bytes_per_sample)});
   }
-  std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(), p.layers.size(),
-              t.render().c_str());
+  std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(),
+              p.layers.size(), t.render().c_str());
   std::printf("wrote %s\n", a.output.c_str());
 }
 
@@ -145,24 +162,31 @@ void add_exec_commands(CLI::App& app) {
   cmd->add_option("--lr", run->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", run->momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--float64", run->float64, "train in float64");
-  cmd->add_option("--threads-per-stage", run->threads, "intra-op threads per stage")->capture_default_str();
-  cmd->add_flag("--no-pin", run->no_pin, "do not pin stage threads to cores");
-  cmd->add_option("--nproc", run->nproc, "processes to start on this machine (c10d Gloo on 127.0.0.1)")
+  cmd->add_option("--threads-per-stage", run->threads, "intra-op threads per stage")
       ->capture_default_str();
-  cmd->add_option("--master-port", run->master_port, "rendezvous port for --nproc (default: a free one)");
-  cmd->add_option("--timeout", run->timeout_s, "seconds to wait for a peer before failing")->capture_default_str();
+  cmd->add_flag("--no-pin", run->no_pin, "do not pin stage threads to cores");
+  cmd->add_option("--nproc", run->nproc,
+                  "processes to start on this machine (c10d Gloo on 127.0.0.1)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", run->master_port,
+                  "rendezvous port for --nproc (default: a free one)");
+  cmd->add_option("--timeout", run->timeout_s, "seconds to wait for a peer before failing")
+      ->capture_default_str();
   cmd->add_option("--save-parameters", run->save_parameters,
                   "write the final weights of every hosted stage to DIR/replicaR_stageS.pt");
   cmd->add_flag("-q,--quiet", run->quiet, "print nothing");
   cmd->callback([run] { run_run(*run); });
 
   auto prof = std::make_shared<ProfileArgs>();
-  CLI::App* p = app.add_subcommand("profile", "Measure a model's per-layer profile on this machine");
+  CLI::App* p =
+      app.add_subcommand("profile", "Measure a model's per-layer profile on this machine");
   p->add_option("--model", prof->model, "zoo name, e.g. vit:tiny, bert:tiny, mlp")->required();
   p->add_option("--device", prof->device, "catalog device name to record")->capture_default_str();
-  p->add_option("--micro-batch", prof->micro, "micro-batch sizes, comma-separated")->capture_default_str();
+  p->add_option("--micro-batch", prof->micro, "micro-batch sizes, comma-separated")
+      ->capture_default_str();
   p->add_option("--warmup", prof->warmup, "warm-up runs per measurement")->capture_default_str();
-  p->add_option("--repeats", prof->repeats, "timed runs per measurement (median)")->capture_default_str();
+  p->add_option("--repeats", prof->repeats, "timed runs per measurement (median)")
+      ->capture_default_str();
   p->add_option("--threads", prof->threads, "intra-op threads")->capture_default_str();
   p->add_option("--optimizer", prof->optimizer, "sgd or adam (optimizer state and step time)")
       ->capture_default_str();
@@ -173,6 +197,8 @@ void add_exec_commands(CLI::App& app) {
   p->add_flag("-q,--quiet", prof->quiet, "print nothing");
   p->add_option("-o,--output", prof->output, "profile JSON to write")->required();
   p->callback([prof] { run_profile(*prof); });
+
+  add_train_command(app);
 }
 
 void set_command_line(int argc, char** argv) {

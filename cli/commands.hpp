@@ -28,6 +28,10 @@ void add_calibrate_command(CLI::App& app);
 void add_exec_commands(CLI::App& app);
 // The process's command line, for verbs that re-launch themselves (run --nproc).
 void set_command_line(int argc, char** argv);
+// `pipetwin train` (cmd_train.cpp), registered by add_exec_commands when built with LibTorch.
+void add_train_command(CLI::App& app);
+// Starts this command line (less --nproc) on `nproc` local processes; the job's exit status.
+int relaunch_local(int nproc, int master_port);
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);

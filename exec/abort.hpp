@@ -57,8 +57,8 @@ class AbortSignal {
     while (!ready()) {
       check();
       if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("timed out after " +
-                                 std::to_string(timeout_.count() / 1000) + " s waiting for " + what);
+        throw std::runtime_error("timed out after " + std::to_string(timeout_.count() / 1000) +
+                                 " s waiting for " + what);
       }
       cv.wait_for(lock, std::chrono::milliseconds(20));
     }

@@ -5,7 +5,8 @@
 namespace pipetwin::exec {
 
 Board::Board(const CompiledSchedule& cs, AbortSignal& abort)
-    : cs_(cs), abort_(abort),
+    : cs_(cs),
+      abort_(abort),
       done_(new std::atomic<uint8_t>[static_cast<size_t>(cs.num_actions())]),
       lowest_layer_done_(new std::atomic<int>[static_cast<size_t>(cs.num_actions())]) {
   for (int i = 0; i < cs.num_actions(); ++i) {
@@ -33,7 +34,8 @@ void Board::mark_layer(int id, int layer) {
 
 bool Board::satisfied(const Dependency& d) const {
   if (done(d.pred)) return true;
-  return d.from_layer >= 0 && lowest_layer_done_[static_cast<size_t>(d.pred)].load() <= d.from_layer;
+  return d.from_layer >= 0 &&
+         lowest_layer_done_[static_cast<size_t>(d.pred)].load() <= d.from_layer;
 }
 
 void Board::wait_dependencies(int id) {
@@ -42,15 +44,16 @@ void Board::wait_dependencies(int id) {
   for (const auto& d : deps) ready = ready && satisfied(d);
   if (ready) return;
   std::unique_lock<std::mutex> lock(mu_);
-  abort_.wait(cv_, lock,
-              [&] {
-                for (const auto& d : deps) {
-                  if (!satisfied(d)) return false;
-                }
-                return true;
-              },
-              fmt::format("the dependencies of action {} ({})", cs_.ref(id).index,
-                          describe(cs_.action(id))));
+  abort_.wait(
+      cv_, lock,
+      [&] {
+        for (const auto& d : deps) {
+          if (!satisfied(d)) return false;
+        }
+        return true;
+      },
+      fmt::format("the dependencies of action {} ({})", cs_.ref(id).index,
+                  describe(cs_.action(id))));
 }
 
 }  // namespace pipetwin::exec

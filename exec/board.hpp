@@ -28,7 +28,9 @@ class Board {
   void mark_done(int id);
   // The backward `id` has produced the gradients of every layer >= `layer`.
   void mark_layer(int id, int layer);
-  bool done(int id) const { return done_[static_cast<size_t>(id)].load(std::memory_order_acquire) != 0; }
+  bool done(int id) const {
+    return done_[static_cast<size_t>(id)].load(std::memory_order_acquire) != 0;
+  }
   // Blocks until all dependencies of `id` are satisfied (or abort/timeout).
   void wait_dependencies(int id);
 

@@ -99,8 +99,9 @@ class Digits : public BatchSource {
 
 }  // namespace
 
-std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model, int samples_per_step,
-                                               uint64_t seed, bool /*float64: the model's dtype*/) {
+std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model,
+                                               int samples_per_step, uint64_t seed,
+                                               bool /*float64: the model's dtype*/) {
   auto s = std::make_unique<Synthetic>(model, seed);
   s->set_samples(samples_per_step);
   return s;

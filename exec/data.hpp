@@ -46,8 +46,8 @@ class BatchSource {
 };
 
 // Synthetic batches drawn by the model's own generators (deterministic in `seed` and the step).
-std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model, int samples_per_step,
-                                               uint64_t seed, bool float64);
+std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model,
+                                               int samples_per_step, uint64_t seed, bool float64);
 // The sklearn digits images (8x8, 10 classes) in a seeded order; `as_tokens` for BERT-style
 // models (pixel values as token ids).
 std::unique_ptr<BatchSource> digits_batches(int samples_per_step, uint64_t seed, bool as_tokens,

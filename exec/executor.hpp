@@ -6,7 +6,8 @@
 // device's action list (worker.hpp). Devices are threads of this process (in-process transport),
 // or spread over the ranks of a c10d job (Gloo on CPU): each rank hosts a block of devices. The
 // result is a measured Timeline and the Metrics computed from it by the same code as for a
-// prediction, the loss per step, and the final weights.
+// prediction, the loss per step, and the final weights. The set-up and the run are a
+// PipelineSession running one window (session.hpp); `pipetwin train` runs many (trainer.hpp).
 //
 // Thread-safety: execute_plan() may be called from one thread at a time per process (the memory
 // tracker's counters are per process).
@@ -33,8 +34,8 @@ struct ExecOptions {
   uint64_t seed = 1;   // model weights and synthetic data
   OptimizerConfig optimizer;
   bool float64 = false;
-  int threads_per_stage = 1;  // intra-op threads of each stage's compute thread
-  bool pin_threads = true;    // pin stage compute threads to cores
+  int threads_per_stage = 1;                  // intra-op threads of each stage's compute thread
+  bool pin_threads = true;                    // pin stage compute threads to cores
   std::chrono::milliseconds timeout{120000};  // longest wait for a peer
   std::string data = "synthetic";             // "synthetic", "digits" or "digits-tokens"
   bool check_memory = true;  // refuse plans predicted not to fit, before allocating
@@ -44,7 +45,8 @@ struct ExecOptions {
 struct ExecResult {
   Timeline timeline;  // every device's events (on rank 0 of a distributed run)
   Metrics metrics;
-  std::vector<double> step_loss;  // mean per-sample loss of each step (from this rank's last stages)
+  std::vector<double>
+      step_loss;  // mean per-sample loss of each step (from this rank's last stages)
   // Final parameters of the stages hosted here, replica 0 first: (replica, stage) -> tensors.
   std::map<std::pair<int, int>, std::vector<at::Tensor>> parameters;
 };

@@ -15,8 +15,9 @@ void InProcessTransport::send(const at::Tensor& t, int from, int to, int64_t tag
 void InProcessTransport::wait_posted(int from, int to, int64_t tag) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto key = std::make_tuple(from, to, tag);
-  abort_.wait(cv_, lock, [&] { return mailbox_.count(key) != 0; },
-              "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
+  abort_.wait(
+      cv_, lock, [&] { return mailbox_.count(key) != 0; },
+      "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
 }
 
 at::Tensor InProcessTransport::recv(int from, int to, int64_t tag, const at::Tensor& like) {
@@ -24,8 +25,9 @@ at::Tensor InProcessTransport::recv(int from, int to, int64_t tag, const at::Ten
   {
     std::unique_lock<std::mutex> lock(mu_);
     const auto key = std::make_tuple(from, to, tag);
-    abort_.wait(cv_, lock, [&] { return mailbox_.count(key) != 0; },
-                "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
+    abort_.wait(
+        cv_, lock, [&] { return mailbox_.count(key) != 0; },
+        "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
     t = std::move(mailbox_[key]);
     mailbox_.erase(key);
   }
@@ -35,8 +37,8 @@ at::Tensor InProcessTransport::recv(int from, int to, int64_t tag, const at::Ten
   return out;
 }
 
-void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::vector<int>& devices,
-                                       int me, int64_t tag) {
+void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors,
+                                       const std::vector<int>& devices, int me, int64_t tag) {
   const auto key = std::make_pair(tag, devices.front());
   std::unique_lock<std::mutex> lock(mu_);
   Round& round = rounds_[key];
@@ -54,8 +56,9 @@ void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const s
     round.sum = std::move(sum);
     cv_.notify_all();
   }
-  abort_.wait(cv_, lock, [&] { return !rounds_[key].sum.empty(); },
-              "the all-reduce of tag " + std::to_string(tag));
+  abort_.wait(
+      cv_, lock, [&] { return !rounds_[key].sum.empty(); },
+      "the all-reduce of tag " + std::to_string(tag));
   Round& done = rounds_[key];
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(done.sum[i]);
   if (++done.departed == devices.size()) rounds_.erase(key);

@@ -8,9 +8,9 @@
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
-#include <condition_variable>
 #include <tuple>
 
 #include "exec/abort.hpp"

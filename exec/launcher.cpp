@@ -73,7 +73,8 @@ int launch_local(int nproc, const std::vector<std::string>& args, int master_por
         const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (code != 0 && status_out == 0) {
           status_out = code;
-          std::fprintf(stderr, "pipetwin: rank %zu exited with status %d; stopping the job\n", i, code);
+          std::fprintf(stderr, "pipetwin: rank %zu exited with status %d; stopping the job\n", i,
+                       code);
           deadline = std::chrono::steady_clock::now() + grace;
         }
       }

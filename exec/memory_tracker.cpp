@@ -110,17 +110,29 @@ void MemoryTracker::install() {
   });
 }
 
-bool MemoryTracker::installed() { return is_installed; }
+bool MemoryTracker::installed() {
+  return is_installed;
+}
 
-int64_t MemoryTracker::live_bytes(int device) { return counters().live[slot_of(device)].load(); }
-int64_t MemoryTracker::peak_bytes(int device) { return counters().peak[slot_of(device)].load(); }
+int64_t MemoryTracker::live_bytes(int device) {
+  return counters().live[slot_of(device)].load();
+}
+int64_t MemoryTracker::peak_bytes(int device) {
+  return counters().peak[slot_of(device)].load();
+}
 void MemoryTracker::reset_peak(int device) {
   const size_t s = slot_of(device);
   counters().peak[s].store(counters().live[s].load());
 }
 
-MemoryTracker::ScopedDevice::ScopedDevice(int device) : previous_(tls_device) { tls_device = device; }
-MemoryTracker::ScopedDevice::~ScopedDevice() { tls_device = previous_; }
-int MemoryTracker::current_device() { return tls_device; }
+MemoryTracker::ScopedDevice::ScopedDevice(int device) : previous_(tls_device) {
+  tls_device = device;
+}
+MemoryTracker::ScopedDevice::~ScopedDevice() {
+  tls_device = previous_;
+}
+int MemoryTracker::current_device() {
+  return tls_device;
+}
 
 }  // namespace pipetwin::exec

@@ -81,4 +81,29 @@ std::vector<at::Tensor> Optimizer::state() const {
   return s;
 }
 
+OptimizerState Optimizer::export_state() const {
+  OptimizerState s;
+  s.steps = steps_;
+  s.momentum = buf_;
+  s.exp_avg = exp_avg_;
+  s.exp_avg_sq = exp_avg_sq_;
+  return s;
+}
+
+void Optimizer::import_state(const OptimizerState& s, size_t num_params) {
+  auto copy = [num_params](const std::vector<at::Tensor>& in, const char* what) {
+    if (!in.empty() && in.size() != num_params) {
+      throw std::invalid_argument(fmt::format("optimizer state: {} has {} tensors, expected {}",
+                                              what, in.size(), num_params));
+    }
+    std::vector<at::Tensor> out;
+    for (const auto& t : in) out.push_back(t.defined() ? t.detach().clone() : t);
+    return out;
+  };
+  buf_ = copy(s.momentum, "momentum");
+  exp_avg_ = copy(s.exp_avg, "exp_avg");
+  exp_avg_sq_ = copy(s.exp_avg_sq, "exp_avg_sq");
+  steps_ = s.steps;
+}
+
 }  // namespace pipetwin::exec

@@ -19,13 +19,22 @@ namespace pipetwin::exec {
 struct OptimizerConfig {
   std::string kind = "sgd";  // "sgd" or "adam"
   double lr = 0.01;
-  double momentum = 0.0;     // sgd
+  double momentum = 0.0;  // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam
 
   // State bytes per parameter byte: 0 (plain SGD), 1 (momentum), 2 (Adam).
   double state_ratio() const;
   void validate() const;  // InputError on bad values
+};
+
+// The optimizer's state in parameter order, for checkpoints: the step count (Adam's bias
+// correction) and the buffers of the rule in use — each list is empty before the first step,
+// else it has one tensor per parameter.
+struct OptimizerState {
+  int64_t steps = 0;
+  std::vector<at::Tensor> momentum;             // sgd with momentum
+  std::vector<at::Tensor> exp_avg, exp_avg_sq;  // adam
 };
 
 class Optimizer {
@@ -39,6 +48,12 @@ class Optimizer {
   const OptimizerConfig& config() const { return config_; }
   // The optimizer state, in parameter order (momentum buffers, or Adam's two moments).
   std::vector<at::Tensor> state() const;
+  // The same with the step count, and its inverse (copies in; lists must be empty or have
+  // `num_params` tensors, else std::invalid_argument).
+  OptimizerState export_state() const;
+  void import_state(const OptimizerState& state, size_t num_params);
+  // A learning-rate schedule moves the rate between steps.
+  void set_lr(double lr) { config_.lr = lr; }
 
  private:
   OptimizerConfig config_;

@@ -28,6 +28,7 @@ struct ReferenceResult {
   std::vector<double> step_loss;                          // mean per-sample loss per step
 };
 
-ReferenceResult reference_training(const Plan& plan, const Schedule& schedule, const ExecOptions& options);
+ReferenceResult reference_training(const Plan& plan, const Schedule& schedule,
+                                   const ExecOptions& options);
 
 }  // namespace pipetwin::exec

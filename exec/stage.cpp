@@ -7,6 +7,12 @@
 
 namespace pipetwin::exec {
 
+std::string shape_of(const at::Tensor& t) {
+  std::string out = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
 struct StageRuntime::Slot {
   int version = 0;
   std::vector<torch::nn::AnyModule> layers;
@@ -117,8 +123,8 @@ at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, b
   auto m = std::make_unique<MicroBatch>();
   m->input = input;
   m->target = target;
-  const models::DropoutKey key(
-      models::micro_batch_dropout_key(spec_.dropout_seed, spec_.replica, mb));
+  const models::DropoutKey key(models::micro_batch_dropout_key(
+      spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
   at::Tensor out = run(slot, *m, keep_graph);
   if (keep_graph) {
     if (spec_.last) loss_sum_ += (out / spec_.loss_scale).item<double>();
@@ -140,8 +146,8 @@ void StageRuntime::recompute(int mb, int version) {
   if (m.graph_version >= 0) release(m.graph_version);
   Slot& slot = slot_of(version, "recompute", mb);
   last_used_ = slot.version;
-  const models::DropoutKey key(
-      models::micro_batch_dropout_key(spec_.dropout_seed, spec_.replica, mb));
+  const models::DropoutKey key(models::micro_batch_dropout_key(
+      spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
   m.out = run(slot, m, true);
   m.graph_version = version;
   ++slot.refs;
@@ -228,7 +234,10 @@ void StageRuntime::optimizer_step(int new_version) {
 
 void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target, int graphs) {
   // Hold `graphs` graphs at once, as the run will: the allocator grows to the run's peak here
-  // rather than during the first timed iterations (page faults on fresh memory).
+  // rather than during the first timed iterations (page faults on fresh memory). The warm-up
+  // leaves no trace: BatchNorm statistics are put back, gradients and the loss zeroed.
+  std::vector<at::Tensor> saved_buffers;
+  for (const auto& b : buffers()) saved_buffers.push_back(b.detach().clone());
   std::vector<MicroBatch> ms(static_cast<size_t>(std::max(1, graphs)));
   std::vector<at::Tensor> outs;
   for (auto& m : ms) {
@@ -253,7 +262,96 @@ void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target, in
   }
   at::NoGradGuard no_grad;
   for (auto& g : grads_) g.zero_();
+  const auto live = buffers();
+  for (size_t i = 0; i < live.size(); ++i) live[i].copy_(saved_buffers[i]);
   loss_sum_ = 0;
+}
+
+void StageRuntime::begin_window(int64_t first_micro_batch) {
+  if (!in_flight_.empty() || slots_.size() != 1 || slots_.begin()->first != current_) {
+    throw std::logic_error(fmt::format(
+        "stage {}: begin_window with {} micro-batches in flight and {} weight versions alive",
+        spec_.stage, in_flight_.size(), slots_.size()));
+  }
+  auto slot = slots_.begin()->second;
+  slots_.clear();
+  slot->version = 0;
+  slots_[0] = std::move(slot);
+  current_ = 0;
+  last_used_ = 0;
+  micro_batch_offset_ = first_micro_batch;
+}
+
+at::Tensor StageRuntime::infer(const at::Tensor& input) {
+  Slot& slot = *slots_.at(current_);
+  at::NoGradGuard no_grad;
+  for (auto& l : slot.layers) l.ptr()->eval();
+  at::Tensor x = input;
+  try {
+    for (auto& l : slot.layers) x = l.forward(x);
+  } catch (...) {
+    for (auto& l : slot.layers) l.ptr()->train();
+    throw;
+  }
+  for (auto& l : slot.layers) l.ptr()->train();
+  return x;
+}
+
+std::vector<at::Tensor> StageRuntime::buffers() const {
+  std::vector<at::Tensor> out;
+  for (const auto& l : slots_.at(current_)->layers) {
+    for (const auto& b : l.ptr()->buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<std::pair<int, std::string>> StageRuntime::parameter_names() const {
+  std::vector<std::pair<int, std::string>> out;
+  const auto& layers = slots_.at(current_)->layers;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (const auto& item : layers[l].ptr()->named_parameters()) {
+      out.emplace_back(spec_.layers[l], item.key());
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int, std::string>> StageRuntime::buffer_names() const {
+  std::vector<std::pair<int, std::string>> out;
+  const auto& layers = slots_.at(current_)->layers;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (const auto& item : layers[l].ptr()->named_buffers()) {
+      out.emplace_back(spec_.layers[l], item.key());
+    }
+  }
+  return out;
+}
+
+void StageRuntime::load_state(const std::vector<at::Tensor>& params,
+                              const std::vector<at::Tensor>& buffers) {
+  const auto own_params = parameters();
+  const auto own_buffers = this->buffers();
+  auto copy = [this](const std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from,
+                     const char* what) {
+    if (to.size() != from.size()) {
+      throw std::invalid_argument(fmt::format("stage {}: {} {} given, the stage has {}",
+                                              spec_.stage, from.size(), what, to.size()));
+    }
+    for (size_t i = 0; i < to.size(); ++i) {
+      if (!to[i].sizes().equals(from[i].sizes())) {
+        throw std::invalid_argument(fmt::format("stage {}: {} {} has shape {}, expected {}",
+                                                spec_.stage, what, i, shape_of(from[i]),
+                                                shape_of(to[i])));
+      }
+    }
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < to.size(); ++i) {
+      at::Tensor dst = to[i];
+      dst.copy_(from[i]);
+    }
+  };
+  copy(own_params, params, "parameters");
+  copy(own_buffers, buffers, "buffers");
 }
 
 std::vector<at::Tensor> StageRuntime::gradients(int first_layer, int last_layer) const {

@@ -17,9 +17,16 @@
 // instance), which is what the all-reduce sums and the optimizer reads; the loss of a micro-batch
 // is scaled by 1 / (samples per step) so gradients equal those of the mean loss of the mini-batch.
 //
+// A trainer runs a long training as a sequence of schedules ("windows", exec/session.hpp):
+// begin_window() renumbers the current weights as version 0 for the next schedule, which is only
+// possible between schedules (no micro-batch in flight, one version alive), and shifts the
+// micro-batch numbers that key dropout so they stay global. The state accessors (parameters,
+// buffers, optimizer, load_state) serve checkpoints and re-planning; they too are for use between
+// schedules.
+//
 // Thread-safety: not thread-safe; called from its device's compute thread only (the collective
 // thread reads gradients() only while the schedule's dependencies keep the compute thread off
-// them).
+// them), or from the trainer's thread between schedules.
 #pragma once
 
 #include <functional>
@@ -47,6 +54,9 @@ struct StageSpec {
   int replica = 0;
 };
 
+// "[32, 16]": a tensor's shape for messages.
+std::string shape_of(const at::Tensor& t);
+
 class StageRuntime {
  public:
   using LayerFactory = std::function<std::vector<torch::nn::AnyModule>()>;
@@ -72,11 +82,27 @@ class StageRuntime {
   // gradients are discarded (executor warm-up).
   void warm_up(const at::Tensor& input, const at::Tensor& target, int graphs = 1);
 
+  // Before a schedule: the current weights become version 0 and micro-batch mb of the schedule
+  // is global micro-batch first_micro_batch + mb. Throws std::logic_error mid-schedule.
+  void begin_window(int64_t first_micro_batch);
+  // The forward of `input` through the current weights with dropout off and without autograd
+  // (evaluation); the stage output, not the loss.
+  at::Tensor infer(const at::Tensor& input);
+
   // Accumulated gradients of the parameters of model layers [first, last] of this stage.
   std::vector<at::Tensor> gradients(int first_layer, int last_layer) const;
   // Parameters of the current version (for tests and checkpoints), in layer order.
   std::vector<at::Tensor> parameters() const;
+  // Buffers (BatchNorm statistics) of the current version, in layer order.
+  std::vector<at::Tensor> buffers() const;
+  // (model layer, name inside the layer) of every parameter / buffer, in the order above.
+  std::vector<std::pair<int, std::string>> parameter_names() const;
+  std::vector<std::pair<int, std::string>> buffer_names() const;
+  // Copies values into the current version's parameters and buffers (same order and shapes as
+  // parameters() / buffers(); std::invalid_argument otherwise).
+  void load_state(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& buffers);
   const Optimizer& optimizer() const { return optimizer_; }
+  Optimizer& optimizer() { return optimizer_; }
   // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage).
   double take_loss_sum();
   int live_versions() const;
@@ -100,6 +126,7 @@ class StageRuntime {
   std::vector<int> param_layer_;   // model layer of each parameter
   int current_ = 0;
   int last_used_ = 0;
+  int64_t micro_batch_offset_ = 0;  // global number of the schedule's micro-batch 0
   double loss_sum_ = 0;
 };
 

@@ -22,7 +22,8 @@ void save_tensors(const std::string& path, const std::vector<at::Tensor>& tensor
 std::vector<at::Tensor> load_tensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open", path));
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
   c10::IValue v;
   try {
     v = torch::jit::pickle_load(bytes);

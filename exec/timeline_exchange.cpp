@@ -20,8 +20,10 @@ Timeline gather_timeline(Distributed& dist, const Timeline& local) {
     for (size_t d = 0; d < part.memory.size() && d < merged.memory.size(); ++d) {
       if (!part.memory[d].empty()) merged.memory[d] = part.memory[d];
     }
-    for (size_t d = 0; d < part.peak_memory_bytes.size() && d < merged.peak_memory_bytes.size(); ++d) {
-      merged.peak_memory_bytes[d] = std::max(merged.peak_memory_bytes[d], part.peak_memory_bytes[d]);
+    for (size_t d = 0; d < part.peak_memory_bytes.size() && d < merged.peak_memory_bytes.size();
+         ++d) {
+      merged.peak_memory_bytes[d] =
+          std::max(merged.peak_memory_bytes[d], part.peak_memory_bytes[d]);
     }
   }
   return merged;

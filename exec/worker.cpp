@@ -39,38 +39,6 @@ void StartGate::wait_open(AbortSignal& abort) {
       cv_, lock, [&] { return open_; }, "the start of the run");
 }
 
-InjectedFault InjectedFault::from_environment() {
-  InjectedFault f;
-  const char* env = std::getenv("PIPETWIN_FAULT");
-  if (env == nullptr) return f;
-  const std::string text(env);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item =
-        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-      if (k == "device") f.device = std::stoi(v);
-      if (k == "action") f.action = std::stoi(v);
-      if (k == "mode") f.mode = v;
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return f;
-}
-
-void InjectedFault::maybe_fail(int device, int index) const {
-  if (this->device != device || action != index) return;
-  if (mode == "exit") std::_Exit(3);
-  if (mode == "hang") {
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
-  throw std::runtime_error("injected fault (PIPETWIN_FAULT)");
-}
-
 int64_t transfer_tag(const Action& a, int num_stages) {
   const bool act = a.payload == Payload::kActivation;
   const bool sending = a.op == Op::kSend;
@@ -85,7 +53,7 @@ DeviceWorker::DeviceWorker(int device, WorkerShared& shared, std::map<int, Stage
       replica_(device / shared.schedule->shape().devices_per_replica),
       shared_(shared),
       stages_(std::move(stages)),
-      fault_(InjectedFault::from_environment()) {
+      fault_(shared.fault) {
   const auto& cs = *shared_.schedule;
   for (int s = 0; s < kStreamsPerDevice; ++s) {
     for (int32_t id : cs.stream_actions(device_ * kStreamsPerDevice + s)) {
@@ -155,8 +123,8 @@ void DeviceWorker::warm_up() {
         input = at::randn_like(shared_.boundary_like(e.from, stage));
       }
     }
-    if (!has_producer) input = shared_.data->input(0, replica_, 0);
-    if (st->spec().last) target = shared_.data->target(0, replica_, 0);
+    if (!has_producer) input = shared_.data->input(shared_.first_step, replica_, 0);
+    if (st->spec().last) target = shared_.data->target(shared_.first_step, replica_, 0);
     st->warm_up(input, target, graphs_in_flight(stage));
   }
 }
@@ -203,7 +171,9 @@ void DeviceWorker::run_stream(StreamKind stream) {
 
 void DeviceWorker::execute(int id) {
   const Action& a = shared_.schedule->action(id);
-  fault_.maybe_fail(device_, shared_.schedule->ref(id).index);
+  fault_.at_action(shared_.rank, device_, shared_.schedule->ref(id).index,
+                   static_cast<int64_t>(shared_.first_step) + a.step,
+                   stream_of(a.op) == StreamKind::kCompute);
   Action record = a;
   if (a.op == Op::kRecv) {
     // The transfer starts once the sender has posted it; waiting for that is not transfer time.
@@ -225,7 +195,8 @@ void DeviceWorker::execute(int id) {
       StageRuntime* st = stages_.at(a.stage);
       st->optimizer_step(a.version);
       if (shared_.on_step)
-        shared_.on_step(device_, a.stage, a.step, st->spec().last ? st->take_loss_sum() : 0);
+        shared_.on_step(device_, a.stage, shared_.first_step + a.step,
+                        st->spec().last ? st->take_loss_sum() : 0);
       break;
     }
     case Op::kSend:
@@ -290,8 +261,9 @@ void DeviceWorker::forward(const Action& a) {
     }
     if (e.from == a.stage) ++consumers;
   }
-  if (producers == 0) input = shared_.data->input(step, replica_, micro);
-  if (st->spec().last) target = shared_.data->target(step, replica_, micro);
+  const int global_step = shared_.first_step + step;
+  if (producers == 0) input = shared_.data->input(global_step, replica_, micro);
+  if (st->spec().last) target = shared_.data->target(global_step, replica_, micro);
   const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
   at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target);
   for (const auto& e : sh.edges) {

@@ -29,6 +29,7 @@
 #include "core/timeline.hpp"
 #include "exec/board.hpp"
 #include "exec/data.hpp"
+#include "exec/fault.hpp"
 #include "exec/stage.hpp"
 #include "exec/transport.hpp"
 
@@ -51,16 +52,6 @@ class StartGate {
   bool open_ = false;
 };
 
-// A test hook: PIPETWIN_FAULT="device=D,action=I,mode=throw|exit|hang" makes device D fail at
-// the I-th action of its list (throw an error, kill the process, or stop answering), so tests can
-// check that failures end the run everywhere instead of hanging it.
-struct InjectedFault {
-  int device = -1, action = -1;
-  std::string mode;
-  static InjectedFault from_environment();
-  void maybe_fail(int device, int index) const;
-};
-
 // What all workers of a process share.
 struct WorkerShared {
   const CompiledSchedule* schedule = nullptr;
@@ -76,8 +67,13 @@ struct WorkerShared {
   bool pin_threads = true;
   StartGate* gate = nullptr;
   bool warmup = true;  // one untimed forward and backward per stage before the clock starts
-  // Called after each optimizer step of a stage with (device, stage, step, loss sum).
+  // Called after each optimizer step of a stage with (device, stage, global step, loss sum).
   std::function<void(int, int, int, double)> on_step;
+  // The schedule's step 0 is global optimizer step `first_step` (a trainer runs a long training
+  // as a sequence of schedules): data and fault injection use global steps.
+  int first_step = 0;
+  int rank = 0;  // this process's rank (fault injection)
+  Fault fault;   // PIPETWIN_FAULT, parsed once by the caller
 };
 
 class DeviceWorker {
@@ -111,7 +107,7 @@ class DeviceWorker {
   int replica_;
   WorkerShared& shared_;
   std::map<int, StageRuntime*> stages_;
-  InjectedFault fault_;
+  Fault fault_;
   int graphs_in_flight(int stage) const;
   std::set<std::pair<int, int>> recomputed_;  // (stage, micro-batch) with a Recompute action
   std::vector<std::thread> threads_;

@@ -19,23 +19,8 @@ namespace fs = std::filesystem;
 using testing::ExecSpec;
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int status = 0;
-  std::string output;
-  double seconds = 0;
-};
-
-Outcome sh(const std::string& command) {
-  const auto start = std::chrono::steady_clock::now();
-  Outcome o;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof(buf), p)) o.output += buf;
-  const int raw = p ? ::pclose(p) : -1;
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 255;
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return o;
-}
+using testing::Outcome;
+using testing::sh;
 
 class Distributed : public ::testing::Test {
  protected:

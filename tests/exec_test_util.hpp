@@ -2,6 +2,10 @@
 // single-process training to compare against.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -31,7 +35,8 @@ inline Profile profile_of(const std::string& model_name) {
     lp.timings.push_back({1, 1e-3, 2e-3, 1e-3});
     lp.output_bytes_per_sample = 1024;
     lp.saved_bytes_per_sample = 1024;
-    for (const auto& t : l.parameters()) lp.param_bytes += static_cast<double>(t.numel() * t.element_size());
+    for (const auto& t : l.parameters())
+      lp.param_bytes += static_cast<double>(t.numel() * t.element_size());
     p.layers.push_back(lp);
   }
   return p;
@@ -83,8 +88,10 @@ inline exec::ExecOptions float64_options(int iterations) {
 }
 
 // Plain single-process mini-batch training: the whole model, the mean loss of each mini-batch.
-inline std::vector<at::Tensor> plain_training(const Plan& plan, const exec::ExecOptions& o, int steps) {
-  models::LayeredModel model = models::build_model(plan.model, o.float64 ? at::kDouble : at::kFloat, o.seed);
+inline std::vector<at::Tensor> plain_training(const Plan& plan, const exec::ExecOptions& o,
+                                              int steps) {
+  models::LayeredModel model =
+      models::build_model(plan.model, o.float64 ? at::kDouble : at::kFloat, o.seed);
   auto data = exec::synthetic_batches(model, plan.batch_size, o.seed, o.float64);
   data->configure(plan.batch_size, 1, 1);
   std::vector<at::Tensor> params = model.parameters();
@@ -102,7 +109,8 @@ inline std::vector<at::Tensor> plain_training(const Plan& plan, const exec::Exec
 }
 
 // Largest |a - b| / max(|b|, 1e-12) over all elements of the concatenated lists.
-inline double max_relative_error(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+inline double max_relative_error(const std::vector<at::Tensor>& a,
+                                 const std::vector<at::Tensor>& b) {
   double worst = 0;
   if (a.size() != b.size()) return INFINITY;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -114,12 +122,41 @@ inline double max_relative_error(const std::vector<at::Tensor>& a, const std::ve
 }
 
 // The executor's parameters of every stage of `replica`, concatenated in stage order.
-inline std::vector<at::Tensor> executor_parameters(const exec::ExecResult& r, int stages, int replica = 0) {
+inline std::vector<at::Tensor> executor_parameters(const exec::ExecResult& r, int stages,
+                                                   int replica = 0) {
   std::vector<at::Tensor> out;
   for (int s = 0; s < stages; ++s) {
     for (const auto& t : r.parameters.at({replica, s})) out.push_back(t);
   }
   return out;
+}
+
+// A shell command's exit status, output (stdout and stderr) and duration.
+struct Outcome {
+  int status = 0;
+  std::string output;
+  double seconds = 0;
+};
+
+inline Outcome sh(const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  Outcome o;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof(buf), p)) o.output += buf;
+  const int raw = p ? ::pclose(p) : -1;
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 255;
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
+}
+
+// Every tensor of `a` equals (torch::equal: same shape, same bits) the one at its index in `b`.
+inline bool all_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].sizes().equals(b[i].sizes()) || !at::equal(a[i], b[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace pipetwin::testing

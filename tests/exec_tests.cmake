@@ -1,8 +1,11 @@
 # Executor suites (need LibTorch): correctness against single-process training, failures,
-# multi-process Gloo runs.
+# multi-process Gloo runs; training runs, checkpoints and injected faults.
 pipetwin_add_test(exec_tests
   exec_train_test.cpp
   exec_failure_test.cpp
   exec_distributed_test.cpp
   exec_profiler_test.cpp
+  exec_train_loop_test.cpp
+  exec_checkpoint_test.cpp
+  exec_fault_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)

@@ -1,0 +1,150 @@
+// `pipetwin train`: a training run of a plan over epochs, with a per-epoch log, atomic
+// checkpoints and resume (exec/trainer.hpp). Baseline mode of PipeTransformer (issue 4): the
+// plan's pipeline and data parallelism, no freezing.
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+#include "exec/distributed.hpp"
+#include "exec/trainer.hpp"
+
+namespace pipetwin::cli {
+
+namespace {
+
+struct TrainArgs {
+  std::string plan, data = "digits", optimizer = "sgd", log, epoch_log, freeze_trace;
+  std::string checkpoint_dir, checkpoint_every;
+  int epochs = 1, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
+  int64_t max_steps = 0;
+  int steps_per_epoch = 8, eval_batches = 4, lr_decay_every = 0;
+  uint64_t seed = 1;
+  double lr = 0.05, momentum = 0.9, weight_decay = 0, lr_decay = 1;
+  bool float64 = false, no_pin = false, quiet = false, resume = false;
+};
+
+// --checkpoint-every STEPS|epoch
+void parse_checkpoint_every(const std::string& text, exec::TrainOptions& o) {
+  if (text.empty()) return;
+  if (text == "epoch" || text == "epochs") {
+    o.checkpoint_every_epoch = true;
+    return;
+  }
+  char* end = nullptr;
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  if (*end != 0 || n <= 0 || n > (1LL << 30)) {
+    throw InputError(fmt::format(
+        "--checkpoint-every: expected a positive number of steps or \"epoch\", got \"{}\"", text));
+  }
+  o.checkpoint_every_steps = static_cast<int>(n);
+}
+
+exec::TrainOptions train_options(const TrainArgs& a) {
+  exec::TrainOptions o;
+  o.exec.seed = a.seed;
+  o.exec.optimizer.kind = a.optimizer;
+  o.exec.optimizer.lr = a.lr;
+  o.exec.optimizer.momentum = a.momentum;
+  o.exec.optimizer.weight_decay = a.weight_decay;
+  o.exec.float64 = a.float64;
+  o.exec.threads_per_stage = a.threads;
+  o.exec.pin_threads = !a.no_pin;
+  o.exec.timeout = std::chrono::seconds(a.timeout_s);
+  o.exec.data = a.data;
+  o.epochs = a.epochs;
+  o.max_steps = a.max_steps;
+  o.steps_per_epoch = a.steps_per_epoch;
+  o.eval_batches = a.eval_batches;
+  o.lr_decay = a.lr_decay;
+  o.lr_decay_every = a.lr_decay_every;
+  o.checkpoint_dir = a.checkpoint_dir;
+  parse_checkpoint_every(a.checkpoint_every, o);
+  o.resume = a.resume;
+  o.log = a.log;
+  o.epoch_log = a.epoch_log;
+  o.freeze_trace = a.freeze_trace;
+  o.verbose = !a.quiet;
+  o.validate();
+  return o;
+}
+
+void run_train(const TrainArgs& a) {
+  require_positive("--timeout", a.timeout_s);
+  require_positive("--nproc", a.nproc);
+  if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
+    const int status = relaunch_local(a.nproc, a.master_port);
+    if (status != 0) {
+      throw RunFailure(
+          fmt::format("train: the {}-process job failed (exit status {})", a.nproc, status));
+    }
+    return;
+  }
+  const exec::TrainOptions o = train_options(a);
+  const Plan plan = load_plan(a.plan);
+  const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
+  std::unique_ptr<exec::Distributed> dist;
+  if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.exec.timeout);
+  exec::Trainer trainer(plan, o, dist.get());
+  const exec::TrainResult r = trainer.run();
+  if (env.rank != 0 || a.quiet) return;
+  if (r.resumed_from >= 0) {
+    std::printf("resumed from the checkpoint of step %lld\n",
+                static_cast<long long>(r.resumed_from));
+  }
+  std::printf("trained %lld steps", static_cast<long long>(r.steps));
+  if (r.last_checkpoint >= 0) {
+    std::printf("; last checkpoint: step %lld in %s", static_cast<long long>(r.last_checkpoint),
+                a.checkpoint_dir.c_str());
+  }
+  std::printf("\nwrote %s\n", a.log.c_str());
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a plan for real over epochs: per-epoch log, atomic checkpoints, resume");
+  cmd->add_option("--plan", a->plan, "plan JSON")->required();
+  cmd->add_option("--epochs", a->epochs, "epochs to train")->capture_default_str();
+  cmd->add_option("--max-steps", a->max_steps, "stop after this many optimizer steps (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--data", a->data, "digits, digits-tokens or synthetic")->capture_default_str();
+  cmd->add_option("--steps-per-epoch", a->steps_per_epoch, "synthetic data: steps per epoch")
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", a->eval_batches, "synthetic data: held-out batches")
+      ->capture_default_str();
+  cmd->add_option("--log", a->log, "per-epoch log to write (JSON lines)")->required();
+  cmd->add_option("--epoch-log", a->epoch_log,
+                  "also write the epochs as a pipetwin.elastic_log (.json, or .csv)");
+  cmd->add_option("--freeze-trace", a->freeze_trace, "write the freeze trace here");
+  cmd->add_option("--checkpoint-dir", a->checkpoint_dir, "folder of the checkpoints");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "checkpoint every STEPS optimizer steps, or every \"epoch\" (and at the end)");
+  cmd->add_flag("--resume", a->resume, "continue from the last checkpoint in --checkpoint-dir");
+  cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "L2 weight decay")->capture_default_str();
+  cmd->add_option("--lr-decay", a->lr_decay, "multiply the rate by this every --lr-decay-every")
+      ->capture_default_str();
+  cmd->add_option("--lr-decay-every", a->lr_decay_every, "epochs between decays (0: never)")
+      ->capture_default_str();
+  cmd->add_flag("--float64", a->float64, "train in float64");
+  cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
+      ->capture_default_str();
+  cmd->add_flag("--no-pin", a->no_pin, "do not pin stage threads to cores");
+  cmd->add_option("--nproc", a->nproc, "processes to start on this machine (c10d Gloo)")
+      ->capture_default_str();
+  cmd->add_option("--master-port", a->master_port, "rendezvous port for --nproc");
+  cmd->add_option("--timeout", a->timeout_s, "seconds to wait for a peer before failing")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", a->quiet, "print nothing");
+  cmd->callback([a] { run_train(*a); });
+}
+
+}  // namespace pipetwin::cli

@@ -1,0 +1,255 @@
+#include "exec/session.hpp"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/schedule/compiled.hpp"
+#include "core/schedule/generators.hpp"
+#include "exec/board.hpp"
+#include "exec/c10d_transport.hpp"
+#include "exec/distributed.hpp"
+#include "exec/host.hpp"
+#include "exec/inprocess_transport.hpp"
+#include "exec/memory_tracker.hpp"
+#include "exec/worker.hpp"
+#include "models/zoo.hpp"
+#include "sim/planner.hpp"
+
+namespace pipetwin::exec {
+
+namespace {
+
+// The plan's layers must be the model's layers, in the same order.
+void check_plan_matches_model(const Plan& plan, const models::LayeredModel& model) {
+  const auto& layers = plan.profile.layers;
+  if (layers.size() != model.layers.size()) {
+    throw InputError(fmt::format("plan: profile.layers: {} layers, but model {} has {}",
+                                 layers.size(), plan.model, model.layers.size()));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name != model.layers[i].name) {
+      throw InputError(
+          fmt::format("plan: profile.layers[{}].name: \"{}\", but layer {} of model {} is \"{}\"",
+                      i, layers[i].name, i, plan.model, model.layers[i].name));
+    }
+    // Gradient buckets are cut from the profile's parameter bytes: a layer the profile thinks
+    // has none would never be all-reduced.
+    if (layers[i].param_bytes == 0 && model.layers[i].num_parameters() > 0) {
+      throw InputError(
+          fmt::format("plan: profile.layers[{}].param_bytes: 0, but layer {} of model {} "
+                      "has {} parameters",
+                      i, i, plan.model, model.layers[i].num_parameters()));
+    }
+  }
+}
+
+void check_chain_stages(const PipelineShape& sh) {
+  std::vector<int> in(static_cast<size_t>(sh.num_stages), 0),
+      out(static_cast<size_t>(sh.num_stages), 0);
+  for (const auto& e : sh.edges) {
+    if (++in[static_cast<size_t>(e.to)] > 1 || ++out[static_cast<size_t>(e.from)] > 1) {
+      throw InputError(
+          fmt::format("plan: stages: stage {} -> {} adds a second data edge; the "
+                      "executor runs chains of stages (one input, one output each)",
+                      e.from, e.to));
+    }
+  }
+}
+
+// Output shape of every layer for one micro-batch, from a dry run without autograd.
+std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at::Tensor& input) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> out;
+  at::Tensor x = input;
+  for (auto& l : model.layers) {
+    x = l.module.forward(x);
+    out.push_back(at::empty_like(x));
+  }
+  return out;
+}
+
+}  // namespace
+
+// The schedule of one window length, compiled once.
+struct PipelineSession::Program {
+  Program(const Plan& plan, int steps)
+      : ctx(plan, steps),
+        cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule) {}
+  PlanContext ctx;
+  CompiledSchedule cs;
+};
+
+PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distributed* dist,
+                                 std::shared_ptr<BatchSource> data)
+    : plan_(plan), options_(opt), dist_(dist), abort_(opt.timeout) {
+  opt.optimizer.validate();
+  fault_ = Fault::from_environment();
+  MemoryTracker::install();
+  tune_malloc();
+  // The main thread builds the model and dry-runs it: keep it to the stage thread count, so no
+  // idle OpenMP team spins on the cores the stages will use.
+  at::set_num_threads(opt.threads_per_stage);
+  const PlanContext ctx(plan, opt.iterations);
+  shape_ = ctx.shape;
+  const at::ScalarType dtype = opt.float64 ? at::kDouble : at::kFloat;
+  model_ = std::make_unique<models::LayeredModel>(models::build_model(plan.model, dtype, opt.seed));
+  check_plan_matches_model(plan, *model_);
+  check_chain_stages(shape_);
+  if (opt.check_memory) sim::check_fits(plan);
+  world_ = dist ? dist->world_size() : 1;
+  rank_ = dist ? dist->rank() : 0;
+  const int devices = shape_.devices_per_replica * shape_.replicas;
+  for (int d = 0; d < devices; ++d) ranks_.push_back(device_rank(d, devices, world_));
+  build_transport();
+  if (data) {
+    data_ = std::move(data);
+  } else if (opt.data == "synthetic") {
+    data_ = synthetic_batches(*model_, plan.batch_size, opt.seed, opt.float64);
+  } else {
+    data_ = digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
+  }
+  data_->configure(plan.batch_size, plan.dp, plan.chunks);
+  like_ = layer_outputs_like(*model_, data_->input(0, 0, 0));
+  build_runtimes(ctx);
+}
+
+PipelineSession::~PipelineSession() = default;
+
+const PipelineSession::Program& PipelineSession::program(int steps) {
+  auto it = programs_.find(steps);
+  if (it == programs_.end()) {
+    it = programs_.emplace(steps, std::make_unique<Program>(plan_, steps)).first;
+  }
+  return *it->second;
+}
+
+void PipelineSession::build_transport() {
+  if (!dist_) {
+    transport_ = std::make_unique<InProcessTransport>(abort_);
+    return;
+  }
+  auto t = std::make_unique<C10dTransport>(*dist_, ranks_, abort_);
+  std::vector<std::vector<int>> sets;
+  for (int s = 0; s < shape_.num_stages; ++s) {
+    std::vector<int> set;
+    for (int r = 0; r < shape_.replicas; ++r) set.push_back(device_of(r, s));
+    sets.push_back(set);
+  }
+  t->prepare_groups(sets);
+  transport_ = std::move(t);
+}
+
+int PipelineSession::device_of(int replica, int stage) const {
+  return replica * shape_.devices_per_replica + shape_.device_of(stage);
+}
+
+at::Tensor PipelineSession::boundary_like(int from) const {
+  const auto& layers = plan_.stages[static_cast<size_t>(from)].layers;
+  return like_[static_cast<size_t>(*std::max_element(layers.begin(), layers.end()))];
+}
+
+StageRuntime* PipelineSession::runtime(int replica, int stage) const {
+  auto d = by_device_.find(device_of(replica, stage));
+  if (d == by_device_.end()) return nullptr;
+  auto s = d->second.find(stage);
+  return s == d->second.end() ? nullptr : s->second;
+}
+
+void PipelineSession::build_runtimes(const PlanContext& ctx) {
+  const at::ScalarType dtype = options_.float64 ? at::kDouble : at::kFloat;
+  for (int d = 0; d < devices(); ++d) {
+    if (rank_of_device(d) != rank_) continue;
+    MemoryTracker::reset_peak(d);
+    MemoryTracker::ScopedDevice attribute(d);
+    for (int s : shape_.stages_on(d % shape_.devices_per_replica)) {
+      StageSpec spec;
+      spec.stage = s;
+      spec.layers = ctx.stages[static_cast<size_t>(s)].layers;
+      spec.first = true;
+      spec.last = true;
+      for (const auto& e : shape_.edges) {
+        if (e.to == s) spec.first = false;
+        if (e.from == s) spec.last = false;
+      }
+      spec.loss_scale = 1.0 / plan_.batch_size;
+      spec.per_layer_backward = plan_.dp > 1;
+      spec.dropout_seed = options_.seed;
+      spec.replica = d / shape_.devices_per_replica;
+      auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers] {
+        models::LayeredModel m = models::build_model(name, dtype, seed);
+        std::vector<torch::nn::AnyModule> out;
+        for (int l : layers) out.push_back(m.layers[static_cast<size_t>(l)].module);
+        return out;
+      };
+      auto loss = [model = model_.get()](const at::Tensor& y, const at::Tensor& t) {
+        return model->per_sample_loss(y, t);
+      };
+      runtimes_.push_back(std::make_unique<StageRuntime>(spec, factory, options_.optimizer, loss));
+      by_device_[d][s] = runtimes_.back().get();
+    }
+  }
+}
+
+WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup) {
+  abort_.check();
+  const Program& prog = program(steps);
+  const int M = shape_.micro_batches;
+  for (auto& rt : runtimes_) rt->begin_window(static_cast<int64_t>(first_step) * M);
+  Board board(prog.cs, abort_);
+  std::mutex loss_mu;
+  WindowResult result;
+  result.step_loss_sum.assign(static_cast<size_t>(steps), 0.0);
+  WorkerShared shared;
+  shared.schedule = &prog.cs;
+  shared.context = &prog.ctx;
+  shared.board = &board;
+  shared.transport = transport_.get();
+  shared.abort = &abort_;
+  shared.data = data_.get();
+  shared.boundary_like = [this](int from, int) { return boundary_like(from); };
+  shared.threads_per_stage = options_.threads_per_stage;
+  shared.pin_threads = options_.pin_threads;
+  shared.warmup = warmup;
+  shared.first_step = first_step;
+  shared.rank = rank_;
+  shared.fault = fault_;
+  shared.on_step = [&](int, int, int step, double loss) {
+    std::lock_guard<std::mutex> lock(loss_mu);
+    result.step_loss_sum[static_cast<size_t>(step - first_step)] += loss;
+  };
+  StartGate gate(static_cast<int>(by_device_.size()));
+  shared.gate = &gate;
+  std::vector<std::unique_ptr<DeviceWorker>> workers;
+  for (auto& [d, stages] : by_device_)
+    workers.push_back(std::make_unique<DeviceWorker>(d, shared, stages));
+  for (auto& w : workers) w->start();
+  try {
+    gate.wait_warmed_up(abort_);
+    if (dist_) dist_->barrier();
+    for (const auto& [d, stages] : by_device_) MemoryTracker::reset_peak(d);
+  } catch (const std::exception& e) {
+    abort_.raise(fmt::format("start-up: {}", e.what()));
+  }
+  shared.t0 = std::chrono::steady_clock::now();
+  gate.open();
+  for (auto& w : workers) w->join();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - shared.t0).count();
+  if (abort_.raised()) {
+    const std::string who = dist_ ? fmt::format("rank {}: ", rank_) : std::string();
+    throw RunFailure(who + abort_.message());
+  }
+  size_t i = 0;
+  for (const auto& [d, stages] : by_device_) {
+    result.events[d] = workers[i]->take_events();
+    result.memory[d] = workers[i]->take_memory();
+    ++i;
+  }
+  return result;
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,372 @@
+#include "exec/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "core/elastic/epoch_log.hpp"
+#include "core/elastic/freeze_trace.hpp"
+#include "core/elastic/transformer_layers.hpp"
+#include "core/error.hpp"
+#include "core/schedule/generators.hpp"
+#include "exec/checkpoint.hpp"
+#include "exec/session.hpp"
+#include "exec/train_data.hpp"
+#include "exec/trainer_progress.hpp"
+#include "models/zoo.hpp"
+
+namespace pipetwin::exec {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Stages of a chain in data order.
+std::vector<int> chain_order(const PipelineShape& sh) {
+  std::vector<int> next(static_cast<size_t>(sh.num_stages), -1);
+  std::vector<bool> has_producer(static_cast<size_t>(sh.num_stages), false);
+  for (const auto& e : sh.edges) {
+    next[static_cast<size_t>(e.from)] = e.to;
+    has_producer[static_cast<size_t>(e.to)] = true;
+  }
+  std::vector<int> order;
+  int s = static_cast<int>(std::find(has_producer.begin(), has_producer.end(), false) -
+                           has_producer.begin());
+  while (s >= 0 && s < sh.num_stages && order.size() < next.size()) {
+    order.push_back(s);
+    s = next[static_cast<size_t>(s)];
+  }
+  return order;
+}
+
+}  // namespace
+
+void TrainOptions::validate() const {
+  exec.optimizer.validate();
+  require_positive("--epochs", epochs);
+  if (max_steps < 0) {
+    throw InputError(fmt::format("--max-steps must not be negative ({} given)", max_steps));
+  }
+  if (checkpoint_every_steps < 0) {
+    throw InputError(
+        fmt::format("--checkpoint-every must be positive ({} given)", checkpoint_every_steps));
+  }
+  if (!(lr_decay > 0) || lr_decay > 1) {
+    throw InputError(fmt::format("--lr-decay must be in (0, 1] ({} given)", lr_decay));
+  }
+  if (lr_decay_every < 0) {
+    throw InputError(
+        fmt::format("--lr-decay-every must not be negative ({} given)", lr_decay_every));
+  }
+  if ((checkpoint_every_steps > 0 || checkpoint_every_epoch || resume) && checkpoint_dir.empty()) {
+    throw InputError("--checkpoint-every and --resume need --checkpoint-dir");
+  }
+}
+
+Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
+    : plan_(plan), options_(std::move(options)), dist_(dist), progress_(new Progress) {
+  options_.validate();
+  asynchronous_ = schedule_info(plan.schedule).asynchronous;
+  const at::ScalarType dtype = options_.exec.float64 ? at::kDouble : at::kFloat;
+  data_model_ = std::make_unique<models::LayeredModel>(
+      models::build_model(plan.model, dtype, options_.exec.seed));
+  TrainDataOptions d;
+  d.kind = options_.exec.data;
+  d.batch = plan.batch_size;
+  d.seed = options_.exec.seed;
+  d.float64 = options_.exec.float64;
+  d.steps_per_epoch = options_.steps_per_epoch;
+  d.eval_batches = options_.eval_batches;
+  data_ = std::make_unique<TrainData>(make_train_data(d, *data_model_));
+  const int64_t spe = data_->steps_per_epoch;
+  if (asynchronous_ &&
+      (options_.checkpoint_every_steps % spe != 0 || options_.max_steps % spe != 0 ||
+       options_.policy_interval_steps % spe != 0)) {
+    throw InputError(fmt::format(
+        "--checkpoint-every/--max-steps: schedule {} is asynchronous, so the pipeline drains only "
+        "at epoch ends; give multiples of the {} steps of an epoch (or --checkpoint-every epoch)",
+        plan.schedule, spe));
+  }
+  session_ = std::make_unique<PipelineSession>(plan_, options_.exec, dist_, data_->train);
+  fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
+  if (!options_.checkpoint_dir.empty()) {
+    std::filesystem::create_directories(options_.checkpoint_dir);
+    if (!options_.resume && read_manifest(options_.checkpoint_dir)) {
+      throw InputError(fmt::format(
+          "{}/{}: a checkpoint is there already; pass --resume to continue it, or choose "
+          "another --checkpoint-dir",
+          options_.checkpoint_dir, kManifestName));
+    }
+  }
+  int layers = 0;
+  try {
+    layers = elastic::TransformerLayers::from_profile(plan.profile).layers();
+  } catch (const InputError&) {
+    layers = 0;  // nothing could freeze: the trace stays empty
+  }
+  progress_->freeze_layers = layers;
+  progress_->freeze.push_back({0, 0, 0, 0});
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::step() const {
+  return progress_->step;
+}
+
+int64_t Trainer::steps_per_epoch() const {
+  return data_->steps_per_epoch;
+}
+
+int Trainer::frozen_layers() const {
+  return progress_->frozen_layers;
+}
+
+bool Trainer::finished() const {
+  const int64_t s = progress_->step;
+  return s >= options_.epochs * steps_per_epoch() ||
+         (options_.max_steps > 0 && s >= options_.max_steps);
+}
+
+int64_t Trainer::next_boundary() const {
+  const int64_t s = progress_->step, spe = steps_per_epoch();
+  auto next_multiple = [s](int64_t k) { return (s / k + 1) * k; };
+  int64_t end = std::min(next_multiple(spe), options_.epochs * spe);
+  if (options_.max_steps > 0) end = std::min(end, options_.max_steps);
+  if (!asynchronous_) {
+    if (options_.checkpoint_every_steps > 0) {
+      end = std::min(end, next_multiple(options_.checkpoint_every_steps));
+    }
+    if (policy_ && options_.policy_interval_steps > 0) {
+      end = std::min(end, next_multiple(options_.policy_interval_steps));
+    }
+  }
+  return end;
+}
+
+void Trainer::set_learning_rate() {
+  const int64_t epoch = progress_->step / steps_per_epoch();
+  double lr = options_.exec.optimizer.lr;
+  if (options_.lr_decay_every > 0) {
+    lr *= std::pow(options_.lr_decay, static_cast<double>(epoch / options_.lr_decay_every));
+  }
+  progress_->lr = lr;
+  for (const auto& [d, stages] : session_->hosted()) {
+    for (const auto& [s, rt] : stages) rt->optimizer().set_lr(lr);
+  }
+}
+
+void Trainer::run_steps(int64_t end) {
+  set_learning_rate();
+  const int64_t first = progress_->step;
+  const bool warmup = options_.exec.warmup && !session_warm_;
+  const WindowResult w =
+      session_->run_window(static_cast<int>(first), static_cast<int>(end - first), warmup);
+  session_warm_ = true;
+  for (double l : w.step_loss_sum) progress_->loss_sum += l;
+  progress_->samples += (end - first) * plan_.batch_size;
+  progress_->steps += end - first;
+  progress_->train_s += w.seconds;
+  progress_->step = end;
+}
+
+TrainResult Trainer::run() {
+  if (options_.resume) resume();
+  progress_->mark = std::chrono::steady_clock::now();
+  while (!finished()) {
+    run_steps(next_boundary());
+    const int64_t s = progress_->step;
+    if (s % steps_per_epoch() == 0) finish_epoch();
+    if (checkpoint_due()) checkpoint();
+    const bool policy_point = options_.policy_interval_steps > 0
+                                  ? s % options_.policy_interval_steps == 0
+                                  : s % steps_per_epoch() == 0;
+    if (policy_ && policy_point && !finished()) {
+      if (auto t = policy_(*this, s)) apply(*t);
+    }
+  }
+  if (!options_.checkpoint_dir.empty() && progress_->last_checkpoint != progress_->step) {
+    checkpoint();
+  }
+  write_outputs();
+  result_.epochs = progress_->log;
+  result_.steps = progress_->step;
+  result_.last_checkpoint = progress_->last_checkpoint;
+  for (const auto& [d, stages] : session_->hosted()) {
+    for (const auto& [s, rt] : stages) {
+      result_.parameters[{d / session_->shape().devices_per_replica, s}] = rt->parameters();
+    }
+  }
+  return result_;
+}
+
+void Trainer::evaluate(double sums[4]) {
+  // Replica 0's stages in data order; activations cross ranks over the transport. Tags above
+  // 2^29 leave the training windows' tags alone (and every window has ended anyway).
+  const std::vector<int> order = chain_order(session_->shape());
+  const int64_t kEvalTag = int64_t{1} << 29;
+  const auto& model = session_->model();
+  for (size_t b = 0; b < data_->eval.size(); ++b) {
+    const auto& [input, target] = data_->eval[b];
+    at::Tensor x;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int s = order[i], dev = session_->device_of(0, s);
+      if (session_->rank_of_device(dev) != session_->rank()) continue;
+      StageRuntime* rt = session_->runtime(0, s);
+      const int64_t tag = kEvalTag + static_cast<int64_t>(b * order.size() + i);
+      if (i == 0) {
+        x = input;
+      } else {
+        const int prev = session_->device_of(0, order[i - 1]);
+        if (session_->rank_of_device(prev) != session_->rank()) {
+          at::Tensor like = session_->boundary_like(order[i - 1]);
+          std::vector<int64_t> sizes = like.sizes().vec();
+          sizes[0] = input.size(0);
+          x = session_->transport().recv(prev, dev, tag, at::empty(sizes, like.options()));
+        }
+      }
+      x = rt->infer(x);
+      if (i + 1 == order.size()) {
+        at::NoGradGuard no_grad;
+        sums[0] += model.per_sample_loss(x, target).sum().item<double>();
+        sums[3] += static_cast<double>(input.size(0));
+        if (model.task != models::Task::kRegression) {
+          sums[1] += (x.argmax(-1) == target).sum().item<double>();
+          sums[2] += static_cast<double>(target.numel());
+        }
+      } else {
+        const int next = session_->device_of(0, order[i + 1]);
+        if (session_->rank_of_device(next) != session_->rank()) {
+          session_->transport().send(x.contiguous(), dev, next, tag + 1);
+        }
+      }
+    }
+  }
+}
+
+void Trainer::finish_epoch() {
+  double eval[4] = {0, 0, 0, 0};  // loss sum, correct, predictions, samples
+  evaluate(eval);
+  const std::vector<double> g =
+      sum_over_ranks({progress_->loss_sum, eval[0], eval[1], eval[2], eval[3]});
+  Progress& p = *progress_;
+  EpochReport r;
+  r.epoch = static_cast<int>(p.step / steps_per_epoch()) - 1;
+  r.step = p.step;
+  r.K = plan_.num_stages();
+  r.dp = plan_.dp;
+  r.M = plan_.chunks;
+  r.frozen_layers = p.frozen_layers;
+  r.steps = p.steps;
+  r.samples = p.samples;
+  r.lr = p.lr;
+  r.train_s = p.train_s;
+  p.wall_s += seconds_since(p.mark);
+  p.mark = std::chrono::steady_clock::now();
+  r.wall_s = p.wall_s;
+  r.samples_per_s = p.train_s > 0 ? static_cast<double>(p.samples) / p.train_s : 0;
+  r.train_loss = p.samples > 0 ? g[0] / static_cast<double>(p.samples) : 0;
+  r.eval_loss = g[4] > 0 ? g[1] / g[4] : 0;
+  if (g[3] > 0) r.eval_accuracy = g[2] / g[3];
+  p.log.push_back(r);
+  p.loss_sum = 0;
+  p.samples = p.steps = 0;
+  p.train_s = p.wall_s = 0;
+  write_outputs();
+  if (options_.verbose && session_->rank() == 0) {
+    std::printf(
+        "epoch %d  step %lld  K=%d dp=%d M=%d frozen=%d  lr %.4g  %.1f samples/s  train loss "
+        "%.4f  eval loss %.4f%s  (%.2f s)\n",
+        r.epoch, static_cast<long long>(r.step), r.K, r.dp, r.M, r.frozen_layers, r.lr,
+        r.samples_per_s, r.train_loss, r.eval_loss,
+        r.eval_accuracy ? fmt::format("  accuracy {:.4f}", *r.eval_accuracy).c_str() : "",
+        r.wall_s);
+    std::fflush(stdout);
+  }
+}
+
+void Trainer::write_outputs() const {
+  if (session_->rank() != 0) return;
+  const Progress& p = *progress_;
+  if (!options_.log.empty()) {
+    std::string lines;
+    for (const auto& r : p.log) lines += r.to_json().dump() + "\n";
+    write_file_atomic(options_.log, lines);
+  }
+  if (!options_.epoch_log.empty()) {
+    elastic::EpochLog log;
+    log.source = "measured";
+    log.model = plan_.model;
+    for (const auto& r : p.log) {
+      elastic::EpochRecord e;
+      e.epoch = r.epoch;
+      e.frozen_layers = r.frozen_layers;
+      e.K = r.K;
+      e.dp = r.dp;
+      e.chunks = r.M;
+      e.steps = r.steps;
+      e.samples = r.samples;
+      e.compute_s = r.train_s;
+      e.time_s = r.train_s;
+      e.throughput_samples_per_s = r.samples_per_s;
+      e.loss = r.eval_loss;
+      e.accuracy = r.eval_accuracy;
+      log.epochs.push_back(e);
+    }
+    elastic::save_epoch_log(log, options_.epoch_log);
+  }
+  if (!options_.freeze_trace.empty()) {
+    elastic::FreezeTrace t;
+    t.model = plan_.model;
+    t.layers = p.freeze_layers;
+    t.source = "executor";
+    t.events = p.freeze;
+    elastic::save_freeze_trace(t, options_.freeze_trace);
+  }
+}
+
+void Trainer::apply(const Transition& t) {
+  if (dist_) {
+    throw InputError(
+        "elastic transition: moving layer state between processes is not implemented yet "
+        "(run the elastic trainer in one process)");
+  }
+  if (t.frozen_layers != progress_->frozen_layers) {
+    throw InputError(fmt::format(
+        "elastic transition: frozen_layers {} (now {}): the stage runtimes do not freeze layers "
+        "yet",
+        t.frozen_layers, progress_->frozen_layers));
+  }
+  if (t.plan.model != plan_.model || t.plan.batch_size != plan_.batch_size) {
+    throw InputError(
+        fmt::format("elastic transition: the new plan must keep the model ({}) and the batch ({})",
+                    plan_.model, plan_.batch_size));
+  }
+  // One copy of every layer: replica 0's stages (replicas are equal).
+  StageState all;
+  for (int s = 0; s < plan_.num_stages(); ++s) {
+    const StageState st = capture_stage(0, *session_->runtime(0, s), session_->model());
+    all.optimizer_steps = st.optimizer_steps;
+    for (const auto& x : st.tensors) all.tensors.push_back({x.name, x.role, x.value.clone()});
+  }
+  session_ = std::make_unique<PipelineSession>(t.plan, options_.exec, dist_, data_->train);
+  session_warm_ = false;
+  plan_ = t.plan;
+  fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
+  for (const auto& [d, stages] : session_->hosted()) {
+    for (const auto& [s, rt] : stages) {
+      all.stage = s;
+      restore_stage(all, *rt, session_->model(), "elastic transition");
+    }
+  }
+  set_learning_rate();
+}
+
+}  // namespace pipetwin::exec
