@@ -8,8 +8,10 @@
 //                         with one sample per micro-batch (batch = M), on PipeTransformer's
 //                         2 x 8 RTX 5000 cluster: per point, planning (partition, cost model),
 //                         schedule generation, compilation, memory walk, the event simulation of
-//                         the schedule's default iterations, timeline metrics and the CSV row, all
-//                         written to a CSV file. items_per_second = points per second (wall);
+//                         the schedule's default iterations (3 mini-batches; 4K + 4 for the
+//                         asynchronous pipedream, ddg and feature-replay: up to 1.6 x 10^5 tasks),
+//                         its iteration time / throughput / bubble and the CSV row, all written to
+//                         a CSV file. items_per_second = points per second (wall);
 //                         points_per_cpu_s = points per CPU second of all threads, the figure
 //                         to read on a machine shared with other work.
 //   BM_SweepPoint         one point (K = 8, M = 32, 1f1b), for scale.

@@ -2,10 +2,12 @@
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/model_source.hpp"
+#include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
 
@@ -82,7 +84,8 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-M,--chunks", args->chunks, "micro-batches per mini-batch, or auto")
       ->capture_default_str();
-  cmd->add_option("--partitioner", args->partitioner, "uniform, balance-time, balance-size")
+  cmd->add_option("--partitioner", args->partitioner,
+                  fmt::format("{}", fmt::join(partitioner_names(), ", ")))
       ->capture_default_str();
   cmd->add_option("--dp", args->dp, "data-parallel width (pipeline replicas)")->capture_default_str();
   cmd->add_flag("--checkpoint", args->checkpoint, "checkpoint all micro-batches but the last");

@@ -13,6 +13,10 @@
 //   stashing     + one copy of the stage's parameters per extra weight version still referenced
 //                by a micro-batch in flight (PipeDream keeps K - k + 1 versions on stage k)
 //
+// The walk runs once per sweep point, so it keeps its counts in flat arrays (per stage of the
+// device, per weight version 0..iterations) and updates the number of alive versions as
+// micro-batches enter and leave, instead of recounting maps at every action.
+//
 // Thread-safety: pure function.
 #pragma once
 
@@ -25,11 +29,11 @@ namespace pipetwin {
 
 struct DeviceMemory {
   double peak_bytes = 0;
-  double static_bytes = 0;          // parameters, gradients, optimizer state, frozen layers
-  double activation_bytes = 0;      // activations alive at the peak
-  double stash_bytes = 0;           // extra weight versions alive at the peak
-  int max_in_flight = 0;            // most micro-batches forwarded but not yet backwarded
-  int max_weight_versions = 1;      // most weight versions of one stage alive at once
+  double static_bytes = 0;      // parameters, gradients, optimizer state, frozen layers
+  double activation_bytes = 0;  // activations alive at the peak
+  double stash_bytes = 0;       // extra weight versions alive at the peak
+  int max_in_flight = 0;        // most micro-batches forwarded but not yet backwarded
+  int max_weight_versions = 1;  // most weight versions of one stage alive at once
 };
 
 struct MemoryWalk {

@@ -15,6 +15,7 @@ FULL_PKGS=(
   python3-sklearn
   jupyter-nbconvert python3-ipykernel python3-matplotlib python3-pandas
   chromium
+  clang libclang-rt-14-dev
 )
 
 pkgs=("${CORE_PKGS[@]}")

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The main job on the shipped defaults (no GPU, no download): plan a model on a shipped cluster
-# with three schedules, simulate each, and print the summaries. Results land in results/main/.
+# The main job on the shipped defaults (no GPU, no download), results in results/main/:
+#   1. `pipetwin reproduce all`: every paper figure the project reproduces, side by side with
+#      the paper's value (results/main/reproduce/<entry>/README.md, summary.csv);
+#   2. a what-if on a paper-size cluster: the same model planned with three schedules, simulated;
+#   3. with LibTorch: the same loop for real on this machine (ViT-tiny on its two cores),
+#      prediction next to measurement;
+#   4. one HTML report over all of it (results/main/report.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PIPETWIN_BIN:-build/pipetwin}
 out=results/main
 mkdir -p "$out"
+
+"$bin" reproduce all -o "$out/reproduce"
+
 model='uniform:layers=16,fwd_ms=0.5,bwd_ms=1,act_kb=768,param_kb=28672,optimizer_kb=57344'
 for schedule in gpipe 1f1b pipedream; do
   "$bin" plan --model "$model" --cluster pipetransformer-2x8-rtx5000 -K 8 --dp 2 \
@@ -15,9 +23,8 @@ for schedule in gpipe 1f1b pipedream; do
     --metrics "$out/$schedule.metrics.json"
 done
 
-# With LibTorch: the same loop for real on this machine, ViT-tiny on its two cores, with the
-# shipped profile: predict, run, and put the two side by side.
-if "$bin" run --help >/dev/null 2>&1; then
+# A build without LibTorch lists the executor's verbs as "(needs a build with LibTorch)".
+if ! "$bin" --help 2>&1 | grep -q "needs a build with LibTorch"; then
   echo
   "$bin" plan --model vit:tiny --cluster local-cpu-2 -K 2 --schedule 1f1b -B 8 -M 4 \
     --partitioner balance-time --iterations 6 -o "$out/vit.plan.json" -q
@@ -26,4 +33,6 @@ if "$bin" run --help >/dev/null 2>&1; then
   "$bin" compare "$out/vit.sim.trace.json" "$out/vit.run.trace.json" --plan "$out/vit.plan.json"
 fi
 echo
-echo "timelines (open in https://ui.perfetto.dev or chrome://tracing) and metrics are in $out/"
+"$bin" report "$out" -o "$out/report.html" --title "pipetwin main job"
+echo "timelines (open in https://ui.perfetto.dev or chrome://tracing), metrics, the papers'"
+echo "figures side by side and report.html are in $out/"

@@ -1,5 +1,28 @@
 #!/usr/bin/env bash
-# Runs every test suite of the build in build/ (GoogleTest suites, CLI checks).
+# Runs every check CI runs (.ci/run calls this after scripts/build.sh):
+#   1. every test suite of build/ (GoogleTest suites, CLI checks, report page, notebooks);
+#   2. the suites without LibTorch under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (build-asan/), and the executor's threaded suites under ThreadSanitizer (build-tsan/);
+#   3. a short libFuzzer run of every input parser (build-fuzz/, PIPETWIN_FUZZ_SECONDS each,
+#      default 20; scripts/fuzz.sh 600 is the full 10-minute run).
+# PIPETWIN_QUICK=1 runs step 1 only (for a quick local check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ctest --test-dir build --output-on-failure -j "${PIPETWIN_JOBS:-$(nproc)}" --timeout 600
+jobs=${PIPETWIN_JOBS:-$(nproc)}
+step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+
+step "tests"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+if [[ "${PIPETWIN_QUICK:-0}" == 1 ]]; then exit 0; fi
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer"
+./scripts/sanitize.sh asan
+step "ThreadSanitizer"
+./scripts/sanitize.sh tsan
+if command -v clang++ >/dev/null; then
+  step "fuzz, ${PIPETWIN_FUZZ_SECONDS:-20} s per parser"
+  ./scripts/fuzz.sh "${PIPETWIN_FUZZ_SECONDS:-20}"
+else
+  echo "test: fuzzing skipped: clang is not installed (scripts/bootstrap.sh installs it)"
+fi
+step "all checks passed"

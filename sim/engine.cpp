@@ -16,22 +16,37 @@ constexpr uint8_t kEdgeReady = 1;  // id: the dependent task
 void TaskGraph::prepare() {
   const int n = num_tasks();
   out_begin.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t p : dep_pred) ++out_begin[static_cast<size_t>(p) + 1];
-  for (int i = 0; i < n; ++i) out_begin[static_cast<size_t>(i) + 1] += out_begin[static_cast<size_t>(i)];
-  out_task.assign(dep_pred.size(), 0);
-  out_offset.assign(dep_pred.size(), 0);
+  early_begin.assign(static_cast<size_t>(n) + 1, 0);
+  for (size_t k = 0; k < dep_pred.size(); ++k) {
+    auto& begin = dep_offset[k] >= 0 ? early_begin : out_begin;
+    ++begin[static_cast<size_t>(dep_pred[k]) + 1];
+  }
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    out_begin[i + 1] += out_begin[i];
+    early_begin[i + 1] += early_begin[i];
+  }
+  out_task.assign(static_cast<size_t>(out_begin.back()), 0);
+  early_task.assign(static_cast<size_t>(early_begin.back()), 0);
+  early_offset.assign(early_task.size(), 0);
   std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
+  std::vector<int32_t> early_fill(early_begin.begin(), early_begin.end() - 1);
   for (int t = 0; t < n; ++t) {
-    for (int32_t k = dep_begin[static_cast<size_t>(t)]; k < dep_begin[static_cast<size_t>(t) + 1]; ++k) {
+    for (int32_t k = dep_begin[static_cast<size_t>(t)]; k < dep_begin[static_cast<size_t>(t) + 1];
+         ++k) {
       const auto p = static_cast<size_t>(dep_pred[static_cast<size_t>(k)]);
-      const auto slot = static_cast<size_t>(fill[p]++);
-      out_task[slot] = t;
-      out_offset[slot] = dep_offset[static_cast<size_t>(k)];
+      const double offset = dep_offset[static_cast<size_t>(k)];
+      if (offset >= 0) {
+        const auto slot = static_cast<size_t>(early_fill[p]++);
+        early_task[slot] = t;
+        early_offset[slot] = offset;
+      } else {
+        out_task[static_cast<size_t>(fill[p]++)] = t;
+      }
     }
   }
 }
 
-void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end) {
+void Engine::reset(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end) {
   const int n = g.num_tasks();
   start.assign(static_cast<size_t>(n), 0);
   end.assign(static_cast<size_t>(n), 0);
@@ -39,7 +54,8 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
   end_ = &end;
   pending_.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) {
-    pending_[static_cast<size_t>(t)] = g.dep_begin[static_cast<size_t>(t) + 1] - g.dep_begin[static_cast<size_t>(t)];
+    pending_[static_cast<size_t>(t)] =
+        g.dep_begin[static_cast<size_t>(t) + 1] - g.dep_begin[static_cast<size_t>(t)];
   }
   head_.assign(static_cast<size_t>(g.num_streams), 0);
   busy_.assign(static_cast<size_t>(g.num_streams), 0);
@@ -55,9 +71,14 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
     rate_.assign(static_cast<size_t>(n), 0.0);
     epoch_.assign(static_cast<size_t>(n), 0);
   }
+}
+
+void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end) {
+  reset(g, start, end);
   for (int s = 0; s < g.num_streams; ++s) {
     const int32_t b = g.stream_begin[static_cast<size_t>(s)];
-    if (b < g.stream_begin[static_cast<size_t>(s) + 1]) try_start(g, g.stream_tasks[static_cast<size_t>(b)], 0);
+    if (b < g.stream_begin[static_cast<size_t>(s) + 1])
+      try_start(g, g.stream_tasks[static_cast<size_t>(b)], 0);
   }
   int completed = 0;
   while (!queue_.empty()) {
@@ -80,24 +101,26 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
     busy_[s] = 0;
     ++head_[s];
     for (int32_t k = g.out_begin[task]; k < g.out_begin[task + 1]; ++k) {
-      if (g.out_offset[static_cast<size_t>(k)] >= 0) continue;  // fired at start
       const int32_t dst = g.out_task[static_cast<size_t>(k)];
       if (--pending_[static_cast<size_t>(dst)] == 0) try_start(g, dst, e.time);
     }
     const int32_t next = g.stream_begin[s] + head_[s];
-    if (next < g.stream_begin[s + 1]) try_start(g, g.stream_tasks[static_cast<size_t>(next)], e.time);
+    if (next < g.stream_begin[s + 1])
+      try_start(g, g.stream_tasks[static_cast<size_t>(next)], e.time);
   }
-  if (completed != n) {
-    for (int s = 0; s < g.num_streams; ++s) {
-      const int32_t next = g.stream_begin[static_cast<size_t>(s)] + head_[static_cast<size_t>(s)];
-      if (next < g.stream_begin[static_cast<size_t>(s) + 1]) {
-        throw DeadlockError(fmt::format("simulation deadlocked: {} of {} tasks done; stream {} "
-                                        "waits at task {}",
-                                        completed, n, s, g.stream_tasks[static_cast<size_t>(next)]));
-      }
+  if (completed != g.num_tasks()) stalled(g, completed);
+}
+
+void Engine::stalled(const TaskGraph& g, int completed) const {
+  for (int s = 0; s < g.num_streams; ++s) {
+    const int32_t next = g.stream_begin[static_cast<size_t>(s)] + head_[static_cast<size_t>(s)];
+    if (next < g.stream_begin[static_cast<size_t>(s) + 1]) {
+      throw DeadlockError(
+          fmt::format("simulation deadlocked: {} of {} tasks done; stream {} waits at task {}",
+                      completed, g.num_tasks(), s, g.stream_tasks[static_cast<size_t>(next)]));
     }
-    throw DeadlockError("simulation deadlocked");
   }
+  throw DeadlockError("simulation deadlocked");
 }
 
 void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
@@ -149,9 +172,10 @@ void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
   } else {
     queue_.push(now + g.duration[t], task, kTaskEnd);
   }
-  for (int32_t k = g.out_begin[t]; k < g.out_begin[t + 1]; ++k) {
-    const double offset = g.out_offset[static_cast<size_t>(k)];
-    if (offset >= 0) queue_.push(now + std::min(offset, g.duration[t]), g.out_task[static_cast<size_t>(k)], kEdgeReady);
+  for (int32_t k = g.early_begin[t]; k < g.early_begin[t + 1]; ++k) {
+    const double offset = g.early_offset[static_cast<size_t>(k)];
+    queue_.push(now + std::min(offset, g.duration[t]), g.early_task[static_cast<size_t>(k)],
+                kEdgeReady);
   }
 }
 

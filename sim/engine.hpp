@@ -32,15 +32,15 @@ namespace pipetwin::sim {
 
 struct TaskGraph {
   int num_streams = 0;
-  std::vector<double> duration;               // per task (seconds)
-  std::vector<int32_t> stream;                // per task
-  std::vector<int32_t> stream_begin;          // CSR: tasks of each stream, in FIFO order
+  std::vector<double> duration;       // per task (seconds)
+  std::vector<int32_t> stream;        // per task
+  std::vector<int32_t> stream_begin;  // CSR: tasks of each stream, in FIFO order
   std::vector<int32_t> stream_tasks;
-  std::vector<int32_t> dep_begin;             // CSR: dependencies of each task
+  std::vector<int32_t> dep_begin;  // CSR: dependencies of each task
   std::vector<int32_t> dep_pred;
-  std::vector<double> dep_offset;             // < 0: at the predecessor's end
-  std::vector<int32_t> group;                 // per task, -1 for none
-  std::vector<int32_t> group_begin;           // CSR: members of each group
+  std::vector<double> dep_offset;    // < 0: at the predecessor's end
+  std::vector<int32_t> group;        // per task, -1 for none
+  std::vector<int32_t> group_begin;  // CSR: members of each group
   std::vector<int32_t> group_members;
   // Processor sharing (optional): per stream its sharing group (-1: none), and per task its
   // duration while sharing (empty: equal to `duration`).
@@ -50,8 +50,11 @@ struct TaskGraph {
   int num_tasks() const { return static_cast<int>(duration.size()); }
   // Builds the reverse edges the engine walks; call after filling the graph.
   void prepare();
-  std::vector<int32_t> out_begin, out_task;   // CSR: dependents of each task
-  std::vector<double> out_offset;
+  // CSR: the dependents of each task released when it ends, and those released `early_offset`
+  // after it starts (kept apart so that starting a task looks only at the few of the latter).
+  std::vector<int32_t> out_begin, out_task;
+  std::vector<int32_t> early_begin, early_task;
+  std::vector<double> early_offset;
 };
 
 class DeadlockError : public std::runtime_error {
@@ -66,12 +69,16 @@ class Engine {
   void run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end);
 
  private:
+  void reset(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end);
+  [[noreturn]] void stalled(const TaskGraph& g, int completed) const;  // throws DeadlockError
   void try_start(const TaskGraph& g, int32_t task, double now);
   void start_task(const TaskGraph& g, int32_t task, double now);
   // Processor sharing: re-times the running tasks of `share` after its membership changed.
   void reshare(const TaskGraph& g, int share, double now);
   int share_of(const TaskGraph& g, int32_t task) const {
-    return g.stream_share.empty() ? -1 : g.stream_share[static_cast<size_t>(g.stream[static_cast<size_t>(task)])];
+    return g.stream_share.empty()
+               ? -1
+               : g.stream_share[static_cast<size_t>(g.stream[static_cast<size_t>(task)])];
   }
 
   EventQueue queue_;

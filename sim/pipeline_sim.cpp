@@ -16,33 +16,51 @@ PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedul
   tasks_.duration.resize(static_cast<size_t>(n));
   tasks_.stream.resize(static_cast<size_t>(n));
   tasks_.group.resize(static_cast<size_t>(n));
-  tasks_.dep_begin.assign(1, 0);
+  tasks_.dep_begin.resize(static_cast<size_t>(n) + 1);
+  tasks_.dep_begin[0] = 0;
+  for (int id = 0; id < n; ++id) {
+    const auto deps = schedule_.deps(id);
+    tasks_.dep_begin[static_cast<size_t>(id) + 1] =
+        tasks_.dep_begin[static_cast<size_t>(id)] + static_cast<int32_t>(deps.size());
+  }
+  tasks_.dep_pred.resize(static_cast<size_t>(tasks_.dep_begin.back()));
+  tasks_.dep_offset.resize(tasks_.dep_pred.size());
   for (int id = 0; id < n; ++id) {
     tasks_.duration[static_cast<size_t>(id)] = duration(id);
     tasks_.stream[static_cast<size_t>(id)] = schedule_.stream(id);
     tasks_.group[static_cast<size_t>(id)] = schedule_.group(id);
     const Action& a = schedule_.action(id);
+    auto k = static_cast<size_t>(tasks_.dep_begin[static_cast<size_t>(id)]);
     for (const auto& d : schedule_.deps(id)) {
-      tasks_.dep_pred.push_back(d.pred);
+      tasks_.dep_pred[k] = d.pred;
       double offset = -1;
       if (d.from_layer >= 0 && a.op == Op::kAllReduce) {
-        offset = ctx_.stages[static_cast<size_t>(a.stage)].bucket_ready_s[static_cast<size_t>(a.bucket)];
+        offset =
+            ctx_.stages[static_cast<size_t>(a.stage)].bucket_ready_s[static_cast<size_t>(a.bucket)];
       }
-      tasks_.dep_offset.push_back(offset);
+      tasks_.dep_offset[k++] = offset;
     }
-    tasks_.dep_begin.push_back(static_cast<int32_t>(tasks_.dep_pred.size()));
   }
   tasks_.stream_begin.assign(1, 0);
+  tasks_.stream_tasks.reserve(static_cast<size_t>(n));
   for (int s = 0; s < tasks_.num_streams; ++s) {
-    for (int32_t id : schedule_.stream_actions(s)) tasks_.stream_tasks.push_back(id);
+    const auto acts = schedule_.stream_actions(s);
+    tasks_.stream_tasks.insert(tasks_.stream_tasks.end(), acts.begin(), acts.end());
     tasks_.stream_begin.push_back(static_cast<int32_t>(tasks_.stream_tasks.size()));
   }
   tasks_.group_begin.assign(1, 0);
   for (int g = 0; g < schedule_.num_groups(); ++g) {
-    for (int32_t m : schedule_.group_members(g)) tasks_.group_members.push_back(m);
+    const auto members = schedule_.group_members(g);
+    tasks_.group_members.insert(tasks_.group_members.end(), members.begin(), members.end());
     tasks_.group_begin.push_back(static_cast<int32_t>(tasks_.group_members.size()));
   }
+  share_compute();
+  tasks_.prepare();
+}
+
+void PipelineSimulator::share_compute() {
   // Compute streams of devices that share a core slow each other down (processor sharing).
+  const int n = schedule_.num_actions();
   bool sharing = false;
   tasks_.stream_share.assign(static_cast<size_t>(tasks_.num_streams), -1);
   for (int d = 0; d < schedule_.num_devices(); ++d) {
@@ -52,22 +70,27 @@ PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedul
   }
   if (sharing) {
     tasks_.shared_duration.resize(static_cast<size_t>(n));
-    for (int id = 0; id < n; ++id) tasks_.shared_duration[static_cast<size_t>(id)] = shared_duration(id);
+    for (int id = 0; id < n; ++id)
+      tasks_.shared_duration[static_cast<size_t>(id)] = shared_duration(id);
   } else {
     tasks_.stream_share.clear();
   }
-  tasks_.prepare();
 }
 
 double PipelineSimulator::shared_duration(int id) const {
   const Action& a = schedule_.action(id);
   const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
   switch (a.op) {
-    case Op::kForward: return slowdown(id) * st.forward_shared_s;
-    case Op::kBackward: return slowdown(id) * st.backward_shared_s;
-    case Op::kRecompute: return slowdown(id) * st.recompute_shared_s;
-    case Op::kOptimizerStep: return slowdown(id) * st.optimizer_shared_s;
-    default: return duration(id);
+    case Op::kForward:
+      return slowdown(id) * st.forward_shared_s;
+    case Op::kBackward:
+      return slowdown(id) * st.backward_shared_s;
+    case Op::kRecompute:
+      return slowdown(id) * st.recompute_shared_s;
+    case Op::kOptimizerStep:
+      return slowdown(id) * st.optimizer_shared_s;
+    default:
+      return duration(id);
   }
 }
 
@@ -78,19 +101,26 @@ double PipelineSimulator::duration(int id) const {
   const int dev = schedule_.device(id);
   const int replica = dev / sh.devices_per_replica;
   switch (a.op) {
-    case Op::kForward: return slowdown(id) * st.forward_s;
-    case Op::kBackward: return slowdown(id) * st.backward_s;
-    case Op::kRecompute: return slowdown(id) * st.recompute_s;
-    case Op::kOptimizerStep: return slowdown(id) * st.optimizer_s;
+    case Op::kForward:
+      return slowdown(id) * st.forward_s;
+    case Op::kBackward:
+      return slowdown(id) * st.backward_s;
+    case Op::kRecompute:
+      return slowdown(id) * st.recompute_s;
+    case Op::kOptimizerStep:
+      return slowdown(id) * st.optimizer_s;
     case Op::kSend:
     case Op::kRecv: {
       const bool act = a.payload == Payload::kActivation;
       const bool sending = a.op == Op::kSend;
       const int from = (act == sending) ? a.stage : a.peer_stage;
       const int to = (act == sending) ? a.peer_stage : a.stage;
-      double bytes = 0;
-      for (const auto& e : sh.edges) {
-        if (e.from == from && e.to == to) bytes = e.bytes_per_sample * ctx_.plan.micro_batch_size();
+      double bytes = 0;  // of the last edge from -> to
+      for (auto e = sh.edges.rbegin(); e != sh.edges.rend(); ++e) {
+        if (e->from == from && e->to == to) {
+          bytes = e->bytes_per_sample * ctx_.plan.micro_batch_size();
+          break;
+        }
       }
       const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage);
       return ctx_.cost.transfer_s(bytes, ctx_.placement[static_cast<size_t>(dev)],
@@ -99,7 +129,8 @@ double PipelineSimulator::duration(int id) const {
     case Op::kAllReduce: {
       std::vector<int> devices;
       for (int r = 0; r < sh.replicas; ++r) {
-        devices.push_back(ctx_.placement[static_cast<size_t>(r * sh.devices_per_replica + sh.device_of(a.stage))]);
+        devices.push_back(ctx_.placement[static_cast<size_t>(r * sh.devices_per_replica +
+                                                             sh.device_of(a.stage))]);
       }
       const double bytes = st.buckets.empty() ? 0 : st.buckets[static_cast<size_t>(a.bucket)].bytes;
       return ctx_.cost.allreduce_s(bytes, devices);
@@ -140,14 +171,15 @@ SimResult PipelineSimulator::run() {
     t.events.push_back({dev, a, start[static_cast<size_t>(id)], end[static_cast<size_t>(id)]});
     if (stream_of(a.op) == StreamKind::kCompute) {
       // Allocation at the start of forward/recompute, release at the end of backward.
-      const double when = a.op == Op::kBackward ? end[static_cast<size_t>(id)] : start[static_cast<size_t>(id)];
-      t.memory[static_cast<size_t>(dev)].push_back({when, r.memory.after_action[static_cast<size_t>(id)]});
+      const double when =
+          a.op == Op::kBackward ? end[static_cast<size_t>(id)] : start[static_cast<size_t>(id)];
+      t.memory[static_cast<size_t>(dev)].push_back(
+          {when, r.memory.after_action[static_cast<size_t>(id)]});
     }
   }
   for (const auto& d : r.memory.devices) t.peak_memory_bytes.push_back(d.peak_bytes);
   r.metrics = compute_metrics(t, schedule_.shape().num_stages,
-                              schedule_info(ctx_.plan.schedule).asynchronous,
-                              ctx_.plan.batch_size);
+                              schedule_info(ctx_.plan.schedule).asynchronous, ctx_.plan.batch_size);
   return r;
 }
 
@@ -156,7 +188,8 @@ SimResult simulate_plan(const PlanContext& context) {
                        "schedule " + context.plan.schedule);
 }
 
-SimResult simulate_plan(const PlanContext& context, const Schedule& custom, const std::string& origin) {
+SimResult simulate_plan(const PlanContext& context, const Schedule& custom,
+                        const std::string& origin) {
   PipelineSimulator sim(context, CompiledSchedule(custom, origin));
   return sim.run();
 }

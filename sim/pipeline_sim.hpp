@@ -46,6 +46,7 @@ class PipelineSimulator {
   SimResult run();
 
  private:
+  void share_compute();  // processor sharing of the compute streams, if the cluster has any
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }
@@ -60,6 +61,7 @@ class PipelineSimulator {
 
 // Generates the plan's schedule (or uses `custom`), compiles, simulates.
 SimResult simulate_plan(const PlanContext& context);
-SimResult simulate_plan(const PlanContext& context, const Schedule& custom, const std::string& origin);
+SimResult simulate_plan(const PlanContext& context, const Schedule& custom,
+                        const std::string& origin);
 
 }  // namespace pipetwin::sim

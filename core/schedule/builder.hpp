@@ -8,14 +8,16 @@
 // every data-parallel replica and inserts the bucketed all-reduce before each optimizer step
 // (data_parallel.hpp).
 //
-// Several stages on one device (mixed-pipe, FTPipe Section 4.1) let one device send to several
-// peers, and receive from them, in orders that no longer agree: with rendezvous transfers on one
-// send and one receive stream per device that can deadlock (device A's next send waits for a
-// receive that B has queued behind a receive from A's later send). finish() then orders every
-// device's receives by the global emission order of their sends. As the generator emits a
-// producer before any consumer, a compute action only ever waits for transfers emitted before
-// it, so the pending transfer emitted first can always proceed: no deadlock. Plans with one
-// stage per device keep the generator's order unchanged.
+// Transfer order. On a plain chain with one stage per device the builder keeps the generator's
+// order: each Recv right before its consumer, each Send right after its producer. A skip edge
+// (torchgpipe's portals: a skipped tensor travels once, producer -> consumer, its gradient
+// consumer -> producer), several consumers of one stage (T5's encoder output feeding every decoder
+// stage) or several stages on one device (mixed-pipe, FTPipe Section 4.1) let one device send to,
+// and receive from, several peers in orders that need not agree; with rendezvous transfers on one
+// send and one receive stream per device that can deadlock. finish() then sorts every device's
+// send and receive streams by the time each transfer takes place in an idealised run of the
+// schedule (transfer_order.hpp), which provably cannot deadlock and keeps compute orders as the
+// generator wrote them.
 //
 // Thread-safety: not thread-safe; one builder per generator call.
 #pragma once
@@ -38,6 +40,9 @@ class ScheduleBuilder {
   int N() const { return shape_.iterations; }
   int total_micro_batches() const { return shape_.micro_batches * shape_.iterations; }
   bool is_last_stage(int stage) const;  // a stage whose output is the loss (no outgoing edge)
+  // Longest path (in stage edges) from `stage` to a last stage: FTPipe's depth, "graph distance
+  // from the output" (Section 4); K - 1 - stage on a chain.
+  int depth(int stage) const;
   // Whether micro-batch `mb` is checkpointed (recomputed before its backward) under the shape's
   // checkpoint mode; "except_last" spares the last micro-batch of each mini-batch (torchgpipe).
   bool recomputes(int mb) const;
@@ -69,14 +74,12 @@ class ScheduleBuilder {
 
  private:
   void emit(int device, const Action& a);
-  void order_receives_by_sends();
 
   std::string kind_;
   PipelineShape shape_;
-  std::vector<std::vector<Action>> devices_;   // replica 0
-  std::vector<std::vector<int64_t>> emitted_;  // global emission number of each action
-  int64_t next_emitted_ = 0;
+  std::vector<std::vector<Action>> devices_;  // replica 0
   std::vector<ControlDep> control_;
+  mutable std::vector<int> depth_;  // per stage, filled on first use
 };
 
 }  // namespace pipetwin

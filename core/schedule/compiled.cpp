@@ -1,7 +1,6 @@
 #include "core/schedule/compiled.hpp"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -11,14 +10,67 @@ namespace pipetwin {
 
 namespace {
 
-// Packs (replica, payload, from, to, mb) or similar small tuples into one map key.
-uint64_t pack(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
-  return (a << 52) ^ (b << 48) ^ (c << 34) ^ (d << 20) ^ e;
+size_t at(int32_t i) {
+  return static_cast<size_t>(i);
+}
+
+// A stable counting sort: out[begin[k] .. begin[k + 1]) holds value(i) of the items i with
+// key(i) == k, in item order (CSR form).
+template <class T, class KeyFn, class ValueFn>
+void group_by(size_t items, int keys, KeyFn key, ValueFn value, std::vector<int32_t>& begin,
+              std::vector<T>& out) {
+  begin.assign(at(keys) + 1, 0);
+  for (size_t i = 0; i < items; ++i) ++begin[at(key(i)) + 1];
+  for (int k = 0; k < keys; ++k) begin[at(k) + 1] += begin[at(k)];
+  std::vector<int32_t> fill(begin.begin(), begin.end() - 1);
+  out.resize(items);
+  for (size_t i = 0; i < items; ++i) out[at(fill[at(key(i))]++)] = value(i);
+}
+
+int32_t index(size_t i) {
+  return static_cast<int32_t>(i);
 }
 
 }  // namespace
 
-CompiledSchedule::CompiledSchedule(Schedule schedule, const std::string& origin)
+struct CompiledSchedule::Links {
+  int S = 0, J = 0, T = 0, E = 0;
+  std::vector<int32_t> out_begin, out_edges;  // edges leaving each stage
+  std::vector<int32_t> in_begin, in_edges;    // edges entering each stage
+  std::vector<int32_t> sends, recvs;          // [replica][edge][payload][mb] -> id
+  std::vector<int32_t> steps;                 // [replica][stage][step] -> OptimizerStep id
+  std::vector<int32_t> bucket_base;           // per stage: buckets of the stages before it
+  std::vector<int32_t> ar_ids, ar_keys;       // all-reduces in action order, their keys
+  std::vector<int32_t> ar_begin, ar_members;  // CSR: all-reduces of each (stage, step, bucket)
+  std::vector<int32_t> dep_of;                // dependencies in the order they are found: of
+  std::vector<Dependency> dep;                // action dep_of[k], dependency dep[k]
+
+  // The first edge from -> to (duplicates share its tables), -1 when there is none.
+  int edge(const std::vector<StageEdge>& edges, int from, int to) const {
+    for (int32_t k = out_begin[at(from)]; k < out_begin[at(from) + 1]; ++k) {
+      if (edges[at(out_edges[at(k)])].to == to) return out_edges[at(k)];
+    }
+    return -1;
+  }
+  size_t transfer(int replica, int e, bool activation, int mb) const {
+    return ((static_cast<size_t>(replica) * at(E) + at(e)) * 2 + (activation ? 0 : 1)) * at(J) +
+           at(mb);
+  }
+  size_t step(int replica, int stage, int t) const {
+    return (static_cast<size_t>(replica) * at(S) + at(stage)) * at(T) + at(t);
+  }
+  int buckets(int stage) const { return bucket_base[at(stage) + 1] - bucket_base[at(stage)]; }
+  int32_t allreduce_key(const Action& a) const {
+    return bucket_base[at(a.stage)] * T + a.step * buckets(a.stage) + a.bucket;
+  }
+  void depend(int32_t id, int32_t pred, int32_t from_layer = -1) {
+    dep_of.push_back(id);
+    dep.push_back({pred, from_layer});
+  }
+};
+
+CompiledSchedule::CompiledSchedule(Schedule schedule, const std::string& origin,
+                                   bool check_progress)
     : schedule_(std::move(schedule)) {
   schedule_.shape.normalize(origin);
   const auto& sh = schedule_.shape;
@@ -27,307 +79,361 @@ CompiledSchedule::CompiledSchedule(Schedule schedule, const std::string& origin)
                                  schedule_.num_devices(), sh.devices_per_replica, sh.replicas));
   }
   flatten();
-  link(origin);
+  Links l;
+  index_actions(l, origin);
+  check_complete(l, origin);
+  link_transfers(l, origin);
+  link_compute(l, origin);
+  link_allreduces(l, origin);
+  link_control(l, origin);
+  collect_deps(l);
   check_versions(origin);
-  check_progress(origin);
+  if (check_progress) this->check_progress(origin);
 }
 
 int CompiledSchedule::id(ActionRef r) const {
   return device_base_[static_cast<size_t>(r.device)] + r.index;
 }
 
+void CompiledSchedule::fail(int id, const std::string& origin, const std::string& what) const {
+  const auto r = ref(id);
+  throw InputError(fmt::format("{}: device {} action {} ({}): {}", origin, r.device, r.index,
+                               describe(action(id)), what));
+}
+
 void CompiledSchedule::flatten() {
   const int devices = schedule_.num_devices();
+  const size_t n = schedule_.num_actions();
+  actions_.reserve(n);
+  refs_.reserve(n);
+  stream_of_.reserve(n);
   for (int d = 0; d < devices; ++d) {
     device_base_.push_back(static_cast<int32_t>(actions_.size()));
     const auto& list = schedule_.devices[static_cast<size_t>(d)];
+    actions_.insert(actions_.end(), list.begin(), list.end());
     for (size_t i = 0; i < list.size(); ++i) {
-      actions_.push_back(list[i]);
       refs_.push_back({d, static_cast<int32_t>(i)});
       stream_of_.push_back(d * kStreamsPerDevice + static_cast<int>(stream_of(list[i].op)));
     }
   }
   device_base_.push_back(static_cast<int32_t>(actions_.size()));
   // Streams in CSR form; a stream keeps its actions in list order.
-  const int streams = num_streams();
-  stream_begin_.assign(static_cast<size_t>(streams) + 1, 0);
-  for (int32_t s : stream_of_) ++stream_begin_[static_cast<size_t>(s) + 1];
-  for (int s = 0; s < streams; ++s) {
-    stream_begin_[static_cast<size_t>(s) + 1] += stream_begin_[static_cast<size_t>(s)];
+  group_by(
+      actions_.size(), num_streams(), [&](size_t i) { return stream_of_[i]; }, index, stream_begin_,
+      stream_actions_);
+}
+
+void CompiledSchedule::index_actions(Links& l, const std::string& origin) {
+  const auto& sh = schedule_.shape;
+  l.S = sh.num_stages;
+  l.J = sh.micro_batches * sh.iterations;
+  l.T = sh.iterations;
+  l.E = static_cast<int>(sh.edges.size());
+  group_by(
+      sh.edges.size(), l.S, [&](size_t k) { return sh.edges[k].from; }, index, l.out_begin,
+      l.out_edges);
+  group_by(
+      sh.edges.size(), l.S, [&](size_t k) { return sh.edges[k].to; }, index, l.in_begin,
+      l.in_edges);
+  const size_t R = at(sh.replicas), slots = R * at(l.S) * at(l.J);
+  fwd_.assign(slots, -1);
+  bwd_.assign(slots, -1);
+  rec_.assign(slots, -1);
+  l.sends.assign(R * at(l.E) * 2 * at(l.J), -1);
+  l.recvs.assign(l.sends.size(), -1);
+  l.steps.assign(R * at(l.S) * at(l.T), -1);
+  l.bucket_base.assign(at(l.S) + 1, 0);
+  for (int s = 0; s < l.S; ++s) {
+    const size_t nb = sh.buckets.empty() ? 1 : sh.buckets[at(s)].size();
+    l.bucket_base[at(s) + 1] = l.bucket_base[at(s)] + static_cast<int32_t>(nb);
   }
-  std::vector<int32_t> fill(stream_begin_.begin(), stream_begin_.end() - 1);
-  stream_actions_.resize(actions_.size());
-  for (int32_t id = 0; id < static_cast<int32_t>(actions_.size()); ++id) {
-    stream_actions_[static_cast<size_t>(fill[static_cast<size_t>(stream_of_[static_cast<size_t>(id)])]++)] = id;
+  for (int id = 0; id < num_actions(); ++id) index_action(l, id, origin);
+  // The all-reduces of each (stage, step, bucket), in action order.
+  group_by(
+      l.ar_ids.size(), l.bucket_base[at(l.S)] * l.T, [&](size_t i) { return l.ar_keys[i]; },
+      [&](size_t i) { return l.ar_ids[i]; }, l.ar_begin, l.ar_members);
+}
+
+void CompiledSchedule::check_fields(const Links& l, int id, const std::string& origin) const {
+  const auto& sh = schedule_.shape;
+  const Action& a = action(id);
+  const int local = device(id) % sh.devices_per_replica;
+  if (a.stage < 0 || a.stage >= l.S) {
+    fail(id, origin, fmt::format("stage {} out of range 0..{}", a.stage, l.S - 1));
+  }
+  const bool needs_mb = a.op != Op::kOptimizerStep;
+  if (needs_mb && (a.micro_batch < 0 || a.micro_batch >= l.J)) {
+    fail(id, origin, fmt::format("micro-batch {} out of range 0..{}", a.micro_batch, l.J - 1));
+  }
+  if (needs_mb && a.step != a.micro_batch / sh.micro_batches) {
+    fail(id, origin,
+         fmt::format("step {} but micro-batch {} belongs to step {}", a.step, a.micro_batch,
+                     a.micro_batch / sh.micro_batches));
+  }
+  if (a.step < 0 || a.step >= sh.iterations) {
+    fail(id, origin, fmt::format("step {} out of range 0..{}", a.step, sh.iterations - 1));
+  }
+  if (sh.device_of(a.stage) != local) {
+    fail(id, origin,
+         fmt::format("stage {} lives on device {} of its replica, not {}", a.stage,
+                     sh.device_of(a.stage), local));
   }
 }
 
-void CompiledSchedule::link(const std::string& origin) {
+void CompiledSchedule::index_action(Links& l, int id, const std::string& origin) {
+  check_fields(l, id, origin);
   const auto& sh = schedule_.shape;
-  const int S = sh.num_stages, J = sh.micro_batches * sh.iterations, per = sh.devices_per_replica;
-  const int n = num_actions();
-  auto fail = [&](int id, const std::string& what) -> void {
-    const auto r = ref(id);
-    throw InputError(fmt::format("{}: device {} action {} ({}): {}", origin, r.device, r.index,
-                                 describe(action(id)), what));
-  };
-  auto has_edge = [&](int from, int to) {
-    for (const auto& e : sh.edges) {
-      if (e.from == from && e.to == to) return true;
-    }
-    return false;
-  };
-  // Index of F/B/R per (replica, stage, mb).
-  const size_t slots = static_cast<size_t>(sh.replicas) * S * J;
-  std::vector<int32_t> fwd(slots, -1), bwd(slots, -1), rec(slots, -1);
-  auto slot = [&](int replica, int stage, int mb) {
-    return (static_cast<size_t>(replica) * S + static_cast<size_t>(stage)) * J + static_cast<size_t>(mb);
-  };
-  std::unordered_map<uint64_t, int32_t> sends, recvs, steps;
-  std::unordered_map<uint64_t, std::vector<int32_t>> allreduce;  // (stage, step, bucket) -> ids
-  for (int id = 0; id < n; ++id) {
-    const Action& a = action(id);
-    const int dev = device(id), rep = dev / per, local = dev % per;
-    if (a.stage < 0 || a.stage >= S) fail(id, fmt::format("stage {} out of range 0..{}", a.stage, S - 1));
-    const bool needs_mb = a.op != Op::kOptimizerStep;
-    if (needs_mb && (a.micro_batch < 0 || a.micro_batch >= J)) {
-      fail(id, fmt::format("micro-batch {} out of range 0..{}", a.micro_batch, J - 1));
-    }
-    if (needs_mb && a.step != a.micro_batch / sh.micro_batches) {
-      fail(id, fmt::format("step {} but micro-batch {} belongs to step {}", a.step, a.micro_batch,
-                           a.micro_batch / sh.micro_batches));
-    }
-    if (a.step < 0 || a.step >= sh.iterations) {
-      fail(id, fmt::format("step {} out of range 0..{}", a.step, sh.iterations - 1));
-    }
-    if (sh.device_of(a.stage) != local) {
-      fail(id, fmt::format("stage {} lives on device {} of its replica, not {}", a.stage,
-                           sh.device_of(a.stage), local));
-    }
-    auto unique = [&](std::vector<int32_t>& table, const char* what) {
+  const Action& a = action(id);
+  const int dev = device(id), rep = dev / sh.devices_per_replica;
+  const int local = dev % sh.devices_per_replica;
+  switch (a.op) {
+    case Op::kForward:
+    case Op::kBackward:
+    case Op::kRecompute: {
+      auto& table = a.op == Op::kForward ? fwd_ : a.op == Op::kBackward ? bwd_ : rec_;
+      const char* what = a.op == Op::kForward    ? "forwarded"
+                         : a.op == Op::kBackward ? "backwarded"
+                                                 : "recomputed";
       auto& cell = table[slot(rep, a.stage, a.micro_batch)];
-      if (cell >= 0) fail(id, fmt::format("micro-batch {} {} twice on stage {}", a.micro_batch, what, a.stage));
+      if (cell >= 0) {
+        fail(id, origin,
+             fmt::format("micro-batch {} {} twice on stage {}", a.micro_batch, what, a.stage));
+      }
       cell = id;
-    };
-    switch (a.op) {
-      case Op::kForward: unique(fwd, "forwarded"); break;
-      case Op::kBackward: unique(bwd, "backwarded"); break;
-      case Op::kRecompute: unique(rec, "recomputed"); break;
-      case Op::kSend:
-      case Op::kRecv: {
-        if (a.peer_stage < 0 || a.peer_stage >= S) fail(id, "peer stage out of range");
-        if (sh.device_of(a.peer_stage) == local) fail(id, "transfer between stages of one device");
-        const bool act = a.payload == Payload::kActivation;
-        const bool sending = a.op == Op::kSend;
-        // Producer and consumer of the tensor along the forward edge.
-        const int from = (act == sending) ? a.stage : a.peer_stage;
-        const int to = (act == sending) ? a.peer_stage : a.stage;
-        if (a.payload == Payload::kNone) fail(id, "transfer without a payload");
-        if (!has_edge(from, to)) fail(id, fmt::format("no stage edge {}->{}", from, to));
-        auto& table = sending ? sends : recvs;
-        const uint64_t key = pack(static_cast<uint64_t>(rep), act ? 1 : 2, static_cast<uint64_t>(from),
-                                  static_cast<uint64_t>(to), static_cast<uint64_t>(a.micro_batch));
-        if (!table.emplace(key, id).second) fail(id, "transfer appears twice");
-        break;
+      break;
+    }
+    case Op::kSend:
+    case Op::kRecv: {
+      if (a.peer_stage < 0 || a.peer_stage >= l.S) fail(id, origin, "peer stage out of range");
+      if (sh.device_of(a.peer_stage) == local) {
+        fail(id, origin, "transfer between stages of one device");
       }
-      case Op::kAllReduce: {
-        if (sh.replicas < 2) fail(id, "all-reduce without data parallelism");
-        const size_t nb = sh.buckets.empty() ? 1 : sh.buckets[static_cast<size_t>(a.stage)].size();
-        if (a.bucket < 0 || static_cast<size_t>(a.bucket) >= nb) {
-          fail(id, fmt::format("bucket {} out of range (stage {} has {})", a.bucket, a.stage, nb));
-        }
-        allreduce[pack(0, 0, static_cast<uint64_t>(a.stage), static_cast<uint64_t>(a.step),
-                       static_cast<uint64_t>(a.bucket))]
-            .push_back(id);
-        break;
+      const bool act = a.payload == Payload::kActivation;
+      const bool sending = a.op == Op::kSend;
+      // Producer and consumer of the tensor along the forward edge.
+      const int from = (act == sending) ? a.stage : a.peer_stage;
+      const int to = (act == sending) ? a.peer_stage : a.stage;
+      if (a.payload == Payload::kNone) fail(id, origin, "transfer without a payload");
+      const int e = l.edge(sh.edges, from, to);
+      if (e < 0) fail(id, origin, fmt::format("no stage edge {}->{}", from, to));
+      auto& cell = (sending ? l.sends : l.recvs)[l.transfer(rep, e, act, a.micro_batch)];
+      if (cell >= 0) fail(id, origin, "transfer appears twice");
+      cell = id;
+      break;
+    }
+    case Op::kAllReduce: {
+      if (sh.replicas < 2) fail(id, origin, "all-reduce without data parallelism");
+      const int nb = l.buckets(a.stage);
+      if (a.bucket < 0 || a.bucket >= nb) {
+        fail(id, origin,
+             fmt::format("bucket {} out of range (stage {} has {})", a.bucket, a.stage, nb));
       }
-      case Op::kOptimizerStep: {
-        const uint64_t key = pack(static_cast<uint64_t>(rep), 0, static_cast<uint64_t>(a.stage),
-                                  static_cast<uint64_t>(a.step), 0);
-        if (!steps.emplace(key, id).second) fail(id, fmt::format("stage {} steps twice in step {}", a.stage, a.step));
-        break;
+      l.ar_ids.push_back(id);
+      l.ar_keys.push_back(l.allreduce_key(a));
+      break;
+    }
+    case Op::kOptimizerStep: {
+      auto& cell = l.steps[l.step(rep, a.stage, a.step)];
+      if (cell >= 0) {
+        fail(id, origin, fmt::format("stage {} steps twice in step {}", a.stage, a.step));
       }
+      cell = id;
+      break;
     }
   }
-  // Completeness and per-stage program order.
+}
+
+void CompiledSchedule::check_complete(const Links& l, const std::string& origin) const {
+  const auto& sh = schedule_.shape;
   for (int rep = 0; rep < sh.replicas; ++rep) {
-    for (int s = 0; s < S; ++s) {
-      const int dev = rep * per + sh.device_of(s);
-      for (int mb = 0; mb < J; ++mb) {
-        const int32_t f = fwd[slot(rep, s, mb)], b = bwd[slot(rep, s, mb)], r = rec[slot(rep, s, mb)];
+    for (int s = 0; s < l.S; ++s) {
+      const int dev = rep * sh.devices_per_replica + sh.device_of(s);
+      for (int mb = 0; mb < l.J; ++mb) {
+        const int32_t f = forward_of(rep, s, mb), b = backward_of(rep, s, mb);
+        const int32_t r = recompute_of(rep, s, mb);
         if (f < 0 || b < 0) {
           throw InputError(fmt::format("{}: device {}: stage {} micro-batch {} is never {}", origin,
                                        dev, s, mb, f < 0 ? "forwarded" : "backwarded"));
         }
-        if (b < f) fail(b, "backward before its forward");
-        if (r >= 0 && (r < f || r > b)) fail(r, "recompute outside its forward..backward");
+        if (b < f) fail(b, origin, "backward before its forward");
+        if (r >= 0 && (r < f || r > b)) fail(r, origin, "recompute outside its forward..backward");
       }
-      for (int t = 0; t < sh.iterations; ++t) {
-        const uint64_t key = pack(static_cast<uint64_t>(rep), 0, static_cast<uint64_t>(s),
-                                  static_cast<uint64_t>(t), 0);
-        auto it = steps.find(key);
-        if (it == steps.end()) {
+      for (int t = 0; t < l.T; ++t) {
+        const int32_t step = l.steps[l.step(rep, s, t)];
+        if (step < 0) {
           throw InputError(fmt::format("{}: device {}: stage {} never takes optimizer step {}",
                                        origin, dev, s, t));
         }
         for (int i = 0; i < sh.micro_batches; ++i) {
-          if (bwd[slot(rep, s, t * sh.micro_batches + i)] > it->second) {
-            fail(it->second, fmt::format("optimizer step before the backward of micro-batch {}",
-                                         t * sh.micro_batches + i));
+          if (backward_of(rep, s, t * sh.micro_batches + i) > step) {
+            fail(step, origin,
+                 fmt::format("optimizer step before the backward of micro-batch {}",
+                             t * sh.micro_batches + i));
           }
         }
       }
     }
   }
-  // Dependencies and rendezvous groups.
-  std::vector<std::vector<Dependency>> deps(static_cast<size_t>(n));
-  group_of_.assign(static_cast<size_t>(n), -1);
+}
+
+void CompiledSchedule::link_transfers(Links& l, const std::string& origin) {
+  const auto& sh = schedule_.shape;
+  const int n = num_actions();
+  group_of_.assign(at(n), -1);
   group_begin_.assign(1, 0);
-  auto add_group = [&](std::initializer_list<int32_t> members) {
-    const auto g = static_cast<int32_t>(group_begin_.size()) - 1;
-    for (int32_t m : members) {
-      group_of_[static_cast<size_t>(m)] = g;
-      group_members_.push_back(m);
+  // Sends depend on the action that produced their tensor. Send/recv groups are numbered in the
+  // order of their recvs.
+  for (int id = 0; id < n; ++id) {
+    const Action& a = action(id);
+    if (a.op == Op::kSend) {
+      const auto& table = a.payload == Payload::kActivation ? fwd_ : bwd_;
+      l.depend(id, table[slot(replica(id), a.stage, a.micro_batch)]);
     }
-    group_begin_.push_back(static_cast<int32_t>(group_members_.size()));
-  };
-  // Sends depend on the action that produced their tensor.
-  for (int id = 0; id < n; ++id) {
-    const Action& a = action(id);
-    if (a.op != Op::kSend) continue;
-    const auto& table = a.payload == Payload::kActivation ? fwd : bwd;
-    deps[static_cast<size_t>(id)].push_back({table[slot(replica(id), a.stage, a.micro_batch)], -1});
-  }
-  // Deterministic group numbering: walk recvs in action order.
-  for (int id = 0; id < n; ++id) {
-    const Action& a = action(id);
     if (a.op != Op::kRecv) continue;
     const bool act = a.payload == Payload::kActivation;
     const int from = act ? a.peer_stage : a.stage, to = act ? a.stage : a.peer_stage;
-    auto it = sends.find(pack(static_cast<uint64_t>(replica(id)), act ? 1 : 2,
-                              static_cast<uint64_t>(from), static_cast<uint64_t>(to),
-                              static_cast<uint64_t>(a.micro_batch)));
-    if (it == sends.end()) fail(id, "no matching send on the peer");
-    add_group({it->second, id});
+    const int32_t send =
+        l.sends[l.transfer(replica(id), l.edge(sh.edges, from, to), act, a.micro_batch)];
+    if (send < 0) fail(id, origin, "no matching send on the peer");
+    const auto g = static_cast<int32_t>(group_begin_.size()) - 1;
+    group_of_[at(send)] = group_of_[at(id)] = g;
+    group_members_.push_back(send);
+    group_members_.push_back(id);
+    group_begin_.push_back(static_cast<int32_t>(group_members_.size()));
   }
   for (int id = 0; id < n; ++id) {
-    if (action(id).op == Op::kSend && group_of_[static_cast<size_t>(id)] < 0) {
-      fail(id, "no matching recv on the peer");
+    if (action(id).op == Op::kSend && group_of_[at(id)] < 0) {
+      fail(id, origin, "no matching recv on the peer");
     }
   }
-  for (int id = 0; id < n; ++id) {
+}
+
+void CompiledSchedule::link_compute(Links& l, const std::string& origin) const {
+  const auto& sh = schedule_.shape;
+  for (int id = 0; id < num_actions(); ++id) {
     const Action& a = action(id);
-    const int rep = replica(id), dev = device(id), local = dev % per;
-    auto& d = deps[static_cast<size_t>(id)];
+    if (stream_of(a.op) == StreamKind::kSend || stream_of(a.op) == StreamKind::kRecv) continue;
+    const int rep = replica(id), local = device(id) % sh.devices_per_replica;
+    const int mb = a.micro_batch;
     auto need = [&](int32_t pred, const char* what) {
-      if (pred < 0) fail(id, fmt::format("needs {} which the schedule lacks", what));
-      d.push_back({pred, -1});
+      if (pred < 0) fail(id, origin, fmt::format("needs {} which the schedule lacks", what));
+      l.depend(id, pred);
     };
-    auto recv_of = [&](Payload p, int from, int to) {
-      auto it = recvs.find(pack(static_cast<uint64_t>(rep), p == Payload::kActivation ? 1 : 2,
-                                static_cast<uint64_t>(from), static_cast<uint64_t>(to),
-                                static_cast<uint64_t>(a.micro_batch)));
-      return it == recvs.end() ? -1 : it->second;
+    auto recv_of = [&](bool act, int from, int to) {
+      const int e = l.edge(sh.edges, from, to);
+      return e < 0 ? -1 : l.recvs[l.transfer(rep, e, act, mb)];
     };
-    switch (a.op) {
-      case Op::kForward:
-        for (const auto& e : sh.edges) {
-          if (e.to != a.stage) continue;
-          if (sh.device_of(e.from) == local) {
-            need(fwd[slot(rep, e.from, a.micro_batch)], "the forward of its input stage");
-          } else {
-            need(recv_of(Payload::kActivation, e.from, a.stage), "a recv of its input activation");
-          }
+    if (a.op == Op::kForward) {
+      for (int32_t k = l.in_begin[at(a.stage)]; k < l.in_begin[at(a.stage) + 1]; ++k) {
+        const int from = sh.edges[at(l.in_edges[at(k)])].from;
+        if (sh.device_of(from) == local) {
+          need(forward_of(rep, from, mb), "the forward of its input stage");
+        } else {
+          need(recv_of(true, from, a.stage), "a recv of its input activation");
         }
-        break;
-      case Op::kRecompute:
-        need(fwd[slot(rep, a.stage, a.micro_batch)], "its forward");
-        break;
-      case Op::kBackward:
-        need(fwd[slot(rep, a.stage, a.micro_batch)], "its forward");
-        if (rec[slot(rep, a.stage, a.micro_batch)] >= 0) d.push_back({rec[slot(rep, a.stage, a.micro_batch)], -1});
-        for (const auto& e : sh.edges) {
-          if (e.from != a.stage) continue;
-          if (sh.device_of(e.to) == local) {
-            need(bwd[slot(rep, e.to, a.micro_batch)], "the backward of its output stage");
-          } else {
-            need(recv_of(Payload::kGradient, a.stage, e.to), "a recv of its output gradient");
-          }
-        }
-        break;
-      case Op::kAllReduce: {
-        const int32_t b = bwd[slot(rep, a.stage, a.micro_batch)];
-        const Action& ba = action(b);
-        if (ba.step != a.step) fail(id, "all-reduce of a step after a backward of another step");
-        const int first = sh.buckets.empty() ? -1
-                              : sh.buckets[static_cast<size_t>(a.stage)][static_cast<size_t>(a.bucket)].first_layer;
-        d.push_back({b, first});
-        break;
       }
-      case Op::kOptimizerStep:
-        break;
-      default:
-        break;
+    } else if (a.op == Op::kRecompute) {
+      need(forward_of(rep, a.stage, mb), "its forward");
+    } else if (a.op == Op::kBackward) {
+      need(forward_of(rep, a.stage, mb), "its forward");
+      if (recompute_of(rep, a.stage, mb) >= 0) l.depend(id, recompute_of(rep, a.stage, mb));
+      for (int32_t k = l.out_begin[at(a.stage)]; k < l.out_begin[at(a.stage) + 1]; ++k) {
+        const int to = sh.edges[at(l.out_edges[at(k)])].to;
+        if (sh.device_of(to) == local) {
+          need(backward_of(rep, to, mb), "the backward of its output stage");
+        } else {
+          need(recv_of(false, a.stage, to), "a recv of its output gradient");
+        }
+      }
+    } else if (a.op == Op::kAllReduce) {
+      const int32_t b = backward_of(rep, a.stage, mb);
+      if (action(b).step != a.step) {
+        fail(id, origin, "all-reduce of a step after a backward of another step");
+      }
+      const int first = sh.buckets.empty() ? -1 : sh.buckets[at(a.stage)][at(a.bucket)].first_layer;
+      l.depend(id, b, first);
     }
   }
-  for (auto& [key, ids] : allreduce) {
-    std::sort(ids.begin(), ids.end());
-    if (static_cast<int>(ids.size()) != sh.replicas) {
-      fail(ids.front(), fmt::format("all-reduce on {} of {} replicas", ids.size(), sh.replicas));
+}
+
+void CompiledSchedule::link_allreduces(Links& l, const std::string& origin) {
+  const auto& sh = schedule_.shape;
+  // Every bucket is reduced once per replica (checked in the order of each bucket's first).
+  for (size_t i = 0; i < l.ar_ids.size(); ++i) {
+    const int32_t b = l.ar_begin[at(l.ar_keys[i])], e = l.ar_begin[at(l.ar_keys[i]) + 1];
+    if (l.ar_members[at(b)] == l.ar_ids[i] && e - b != sh.replicas) {
+      fail(l.ar_ids[i], origin, fmt::format("all-reduce on {} of {} replicas", e - b, sh.replicas));
     }
   }
   // Optimizer steps wait for their all-reduces; all-reduce groups in action order.
-  for (int id = 0; id < n; ++id) {
-    const Action& a = action(id);
-    if (a.op != Op::kAllReduce) continue;
-    const auto& ids = allreduce[pack(0, 0, static_cast<uint64_t>(a.stage),
-                                     static_cast<uint64_t>(a.step), static_cast<uint64_t>(a.bucket))];
-    if (ids.front() == id) {
+  for (size_t i = 0; i < l.ar_ids.size(); ++i) {
+    const int32_t id = l.ar_ids[i];
+    const int32_t b = l.ar_begin[at(l.ar_keys[i])], e = l.ar_begin[at(l.ar_keys[i]) + 1];
+    if (l.ar_members[at(b)] == id) {
       const auto g = static_cast<int32_t>(group_begin_.size()) - 1;
-      for (int32_t m : ids) {
-        group_of_[static_cast<size_t>(m)] = g;
-        group_members_.push_back(m);
+      for (int32_t k = b; k < e; ++k) {
+        group_of_[at(l.ar_members[at(k)])] = g;
+        group_members_.push_back(l.ar_members[at(k)]);
       }
       group_begin_.push_back(static_cast<int32_t>(group_members_.size()));
     }
-    auto it = steps.find(pack(static_cast<uint64_t>(replica(id)), 0, static_cast<uint64_t>(a.stage),
-                              static_cast<uint64_t>(a.step), 0));
-    if (it->second < id) fail(id, "all-reduce after its optimizer step");
-    deps[static_cast<size_t>(it->second)].push_back({id, -1});
+    const Action& a = action(id);
+    const int32_t step = l.steps[l.step(replica(id), a.stage, a.step)];
+    if (step < id) fail(id, origin, "all-reduce after its optimizer step");
+    l.depend(step, id);
   }
+}
+
+void CompiledSchedule::link_control(Links& l, const std::string& origin) const {
+  auto check = [&](ActionRef r) {
+    if (r.device < 0 || r.device >= num_devices() || r.index < 0 ||
+        r.index >= device_base_[at(r.device) + 1] - device_base_[at(r.device)]) {
+      throw InputError(
+          fmt::format("{}: control dependency on action {} of device {}, which "
+                      "does not exist",
+                      origin, r.index, r.device));
+    }
+  };
   for (const auto& c : schedule_.control) {
     if (c.before.device != c.after.device) {
       throw InputError(fmt::format("{}: control dependency across devices {} and {}", origin,
                                    c.before.device, c.after.device));
     }
-    deps[static_cast<size_t>(id(c.after))].push_back({id(c.before), -1});
+    check(c.before);
+    check(c.after);
+    l.depend(id(c.after), id(c.before));
   }
-  dep_begin_.assign(1, 0);
-  for (auto& list : deps) {
-    for (const auto& dep : list) deps_.push_back(dep);
-    dep_begin_.push_back(static_cast<int32_t>(deps_.size()));
-  }
+}
+
+void CompiledSchedule::collect_deps(const Links& l) {
+  // Each action keeps its dependencies in the order they were found.
+  group_by(
+      l.dep.size(), num_actions(), [&](size_t k) { return l.dep_of[k]; },
+      [&](size_t k) { return l.dep[k]; }, dep_begin_, deps_);
 }
 
 void CompiledSchedule::check_versions(const std::string& origin) const {
   const auto& sh = schedule_.shape;
+  std::vector<int32_t> current;
   for (int d = 0; d < num_devices(); ++d) {
-    std::vector<int32_t> current(static_cast<size_t>(sh.num_stages), 0);
-    std::unordered_map<uint64_t, int32_t> forward_version;
-    const auto& list = schedule_.devices[static_cast<size_t>(d)];
+    current.assign(at(sh.num_stages), 0);
+    const int rep = d / sh.devices_per_replica;
+    const auto& list = schedule_.devices[at(d)];
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      auto& cur = current[static_cast<size_t>(a.stage)];
-      const uint64_t key = (static_cast<uint64_t>(a.stage) << 32) | static_cast<uint32_t>(a.micro_batch);
+      auto& cur = current[at(a.stage)];
       int32_t expect = -1;
       switch (a.op) {
         case Op::kForward:
           expect = cur;
-          forward_version[key] = cur;
           break;
         case Op::kBackward:
         case Op::kRecompute:
-          expect = schedule_.stashes_weights ? forward_version[key] : cur;
+          // The forward came earlier on this device and was checked: its version is the one
+          // the order gave it.
+          expect = schedule_.stashes_weights
+                       ? action(forward_of(rep, a.stage, a.micro_batch)).version
+                       : cur;
           break;
         case Op::kOptimizerStep:
           expect = ++cur;
@@ -336,9 +442,10 @@ void CompiledSchedule::check_versions(const std::string& origin) const {
           continue;
       }
       if (a.version != expect) {
-        throw InputError(fmt::format("{}: device {} action {} ({}): declares weight version {} but "
-                                     "the order gives {}",
-                                     origin, d, i, describe(a), a.version, expect));
+        throw InputError(
+            fmt::format("{}: device {} action {} ({}): declares weight version {} but "
+                        "the order gives {}",
+                        origin, d, i, describe(a), a.version, expect));
       }
     }
   }
@@ -347,15 +454,17 @@ void CompiledSchedule::check_versions(const std::string& origin) const {
 void CompiledSchedule::check_progress(const std::string& origin) const {
   // Timeless run: every action completes the moment it can start. Stuck actions mean deadlock.
   const int n = num_actions();
-  std::vector<int32_t> pending(static_cast<size_t>(n));
-  std::vector<std::vector<int32_t>> dependents(static_cast<size_t>(n));
+  std::vector<int32_t> pending(at(n)), out_begin(at(n) + 1, 0), dependents(deps_.size());
+  for (const auto& d : deps_) ++out_begin[at(d.pred) + 1];
+  for (int id = 0; id < n; ++id) out_begin[at(id) + 1] += out_begin[at(id)];
+  std::vector<int32_t> fill(out_begin.begin(), out_begin.end() - 1);
   for (int id = 0; id < n; ++id) {
-    pending[static_cast<size_t>(id)] = static_cast<int32_t>(deps(id).size());
-    for (const auto& d : deps(id)) dependents[static_cast<size_t>(d.pred)].push_back(id);
+    pending[at(id)] = static_cast<int32_t>(deps(id).size());
+    for (const auto& d : deps(id)) dependents[at(fill[at(d.pred)]++)] = id;
   }
-  std::vector<int32_t> head(static_cast<size_t>(num_streams()), 0);
-  std::vector<int32_t> group_ready(static_cast<size_t>(std::max(0, num_groups())), 0);
-  std::vector<char> ready(static_cast<size_t>(n), 0), done(static_cast<size_t>(n), 0);
+  std::vector<int32_t> head(at(num_streams()), 0);
+  std::vector<int32_t> group_ready(at(std::max(0, num_groups())), 0);
+  std::vector<char> ready(at(n), 0), done(at(n), 0);
   std::vector<int32_t> work;
   for (int s = 0; s < num_streams(); ++s) {
     if (!stream_actions(s).empty()) work.push_back(stream_actions(s)[0]);
@@ -363,52 +472,54 @@ void CompiledSchedule::check_progress(const std::string& origin) const {
   int completed = 0;
   auto at_head = [&](int id) {
     const auto acts = stream_actions(stream(id));
-    const auto h = static_cast<size_t>(head[static_cast<size_t>(stream(id))]);
+    const auto h = at(head[at(stream(id))]);
     return h < acts.size() && acts[h] == id;
   };
   auto complete = [&](int id) {
-    done[static_cast<size_t>(id)] = 1;
+    done[at(id)] = 1;
     ++completed;
-    const auto s = static_cast<size_t>(stream(id));
+    const auto s = at(stream(id));
     ++head[s];
     const auto acts = stream_actions(static_cast<int>(s));
-    if (static_cast<size_t>(head[s]) < acts.size()) work.push_back(acts[static_cast<size_t>(head[s])]);
-    for (int32_t dep : dependents[static_cast<size_t>(id)]) {
-      if (--pending[static_cast<size_t>(dep)] == 0) work.push_back(dep);
+    if (at(head[s]) < acts.size()) work.push_back(acts[at(head[s])]);
+    for (int32_t k = out_begin[at(id)]; k < out_begin[at(id) + 1]; ++k) {
+      if (--pending[at(dependents[at(k)])] == 0) work.push_back(dependents[at(k)]);
     }
   };
   while (!work.empty()) {
     const int id = work.back();
     work.pop_back();
-    if (done[static_cast<size_t>(id)] || ready[static_cast<size_t>(id)] ||
-        pending[static_cast<size_t>(id)] > 0 || !at_head(id)) {
-      continue;
-    }
+    if (done[at(id)] || ready[at(id)] || pending[at(id)] > 0 || !at_head(id)) continue;
     const int g = group(id);
     if (g < 0) {
       complete(id);
       continue;
     }
-    ready[static_cast<size_t>(id)] = 1;
+    ready[at(id)] = 1;
     const auto members = group_members(g);
-    if (++group_ready[static_cast<size_t>(g)] == static_cast<int32_t>(members.size())) {
+    if (++group_ready[at(g)] == static_cast<int32_t>(members.size())) {
       for (int32_t m : members) complete(m);
     }
   }
-  if (completed == n) return;
+  if (completed < n) throw_deadlock(head, completed, origin);
+}
+
+void CompiledSchedule::throw_deadlock(const std::vector<int32_t>& head, int completed,
+                                      const std::string& origin) const {
   std::string stuck;
   int shown = 0;
   for (int s = 0; s < num_streams() && shown < 4; ++s) {
     const auto acts = stream_actions(s);
-    const auto h = static_cast<size_t>(head[static_cast<size_t>(s)]);
+    const auto h = at(head[at(s)]);
     if (h >= acts.size()) continue;
     stuck += fmt::format("{}device {} {} stream waits at action {} ({})", shown ? "; " : "",
-                         s / kStreamsPerDevice, stream_name(static_cast<StreamKind>(s % kStreamsPerDevice)),
+                         s / kStreamsPerDevice,
+                         stream_name(static_cast<StreamKind>(s % kStreamsPerDevice)),
                          ref(acts[h]).index, describe(action(acts[h])));
     ++shown;
   }
   throw InputError(fmt::format("{}: schedule deadlocks after {} of {} actions: {}", origin,
-                               completed, n, stuck));
+                               completed, num_actions(), stuck));
 }
 
 }  // namespace pipetwin

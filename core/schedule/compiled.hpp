@@ -20,6 +20,13 @@
 // plus the schedule's control dependencies. A Send and its Recv, and the all-reduces of one
 // bucket on all replicas, form rendezvous groups that start together.
 //
+// Compiling is on the hot path of sweeps (issue 6: 500 simulated points a second, each point a
+// schedule of up to 1.6 x 10^5 actions), so every lookup table is a flat array indexed by small
+// integers — (replica, stage, micro-batch), (replica, stage edge, payload, micro-batch), (stage,
+// step, bucket) — and the dependency lists are built in one counting sort, not in per-action
+// vectors or hash maps keyed by packed tuples (a heap node per entry). Dependencies keep the order
+// they are listed in above, so the engines see the same graph whichever way it was built.
+//
 // Thread-safety: immutable after construction; concurrent reads are safe.
 #pragma once
 
@@ -42,7 +49,13 @@ struct Dependency {
 class CompiledSchedule {
  public:
   // Compiles and validates; `origin` names the source in errors ("schedule gpipe", a file path).
-  CompiledSchedule(Schedule schedule, const std::string& origin);
+  // `check_progress` false skips the deadlock check (a timeless run of the whole schedule) for a
+  // caller that runs the discrete-event engine next: the engine stalls exactly when that run
+  // would, and the caller then calls check_progress() for the error (sim/sweep/evaluate.cpp).
+  CompiledSchedule(Schedule schedule, const std::string& origin, bool check_progress = true);
+
+  // Throws InputError naming the stuck streams if the schedule cannot run to completion.
+  void check_progress(const std::string& origin) const;
 
   const Schedule& schedule() const { return schedule_; }
   const PipelineShape& shape() const { return schedule_.shape; }
@@ -56,6 +69,11 @@ class CompiledSchedule {
   int replica(int id) const { return device(id) / shape().devices_per_replica; }
   int id(ActionRef r) const;
   int stream(int id) const { return stream_of_[static_cast<size_t>(id)]; }
+  // The id of Forward / Backward / Recompute of micro-batch `mb` on `stage` of `replica`; -1 when
+  // the schedule has none (only Recompute may be missing in a compiled schedule).
+  int forward_of(int replica, int stage, int mb) const { return fwd_[slot(replica, stage, mb)]; }
+  int backward_of(int replica, int stage, int mb) const { return bwd_[slot(replica, stage, mb)]; }
+  int recompute_of(int replica, int stage, int mb) const { return rec_[slot(replica, stage, mb)]; }
 
   std::span<const int32_t> stream_actions(int stream) const {
     return span_of(stream_actions_, stream_begin_, stream);
@@ -79,10 +97,29 @@ class CompiledSchedule {
     const auto e = static_cast<size_t>(begin[static_cast<size_t>(i) + 1]);
     return {data.data() + b, e - b};
   }
+  struct Links;  // the lookup tables of one compilation (compiled.cpp)
+
+  size_t slot(int replica, int stage, int mb) const {
+    const auto& sh = schedule_.shape;
+    return (static_cast<size_t>(replica) * static_cast<size_t>(sh.num_stages) +
+            static_cast<size_t>(stage)) *
+               static_cast<size_t>(sh.micro_batches) * static_cast<size_t>(sh.iterations) +
+           static_cast<size_t>(mb);
+  }
+  [[noreturn]] void fail(int id, const std::string& origin, const std::string& what) const;
   void flatten();
-  void link(const std::string& origin);
+  void index_actions(Links& l, const std::string& origin);
+  void index_action(Links& l, int id, const std::string& origin);
+  void check_fields(const Links& l, int id, const std::string& origin) const;
+  void check_complete(const Links& l, const std::string& origin) const;
+  void link_transfers(Links& l, const std::string& origin);
+  void link_compute(Links& l, const std::string& origin) const;
+  void link_allreduces(Links& l, const std::string& origin);
+  void link_control(Links& l, const std::string& origin) const;
+  void collect_deps(const Links& l);
   void check_versions(const std::string& origin) const;
-  void check_progress(const std::string& origin) const;
+  [[noreturn]] void throw_deadlock(const std::vector<int32_t>& head, int completed,
+                                   const std::string& origin) const;
 
   Schedule schedule_;
   std::vector<Action> actions_;
@@ -93,6 +130,7 @@ class CompiledSchedule {
   std::vector<int32_t> dep_begin_;
   std::vector<Dependency> deps_;
   std::vector<int32_t> group_of_, group_begin_, group_members_;
+  std::vector<int32_t> fwd_, bwd_, rec_;  // by slot(replica, stage, mb); -1: none
 };
 
 }  // namespace pipetwin

@@ -1,6 +1,7 @@
 #include "sim/sweep/evaluate.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -28,29 +29,28 @@ void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e)
   }
 }
 
-struct Interval {
-  double a, b;
-};
-
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.a < y.a; });
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (!out.empty() && iv.a <= out.back().b) {
-      out.back().b = std::max(out.back().b, iv.b);
+// Time in [from, to] during which one compute stream is busy. A stream runs its tasks one at a
+// time in stream order, so their intervals come sorted by start and apart (touching at most):
+// merging neighbours and clipping gives compute_metrics()'s union of busy intervals.
+double busy_within(std::span<const int32_t> tasks, const std::vector<double>& start,
+                   const std::vector<double>& end, double from, double to) {
+  if (tasks.empty() || to <= from) return 0;
+  double sum = 0;
+  auto add = [&](double a, double b) {
+    if (b > from && a < to) sum += std::min(to, b) - std::max(from, a);
+  };
+  double a = start[static_cast<size_t>(tasks[0])], b = end[static_cast<size_t>(tasks[0])];
+  for (size_t k = 1; k < tasks.size(); ++k) {
+    const auto t = static_cast<size_t>(tasks[k]);
+    if (start[t] <= b) {
+      b = std::max(b, end[t]);
     } else {
-      out.push_back(iv);
+      add(a, b);
+      a = start[t];
+      b = end[t];
     }
   }
-  return out;
-}
-
-double covered(const std::vector<Interval>& busy, double a, double b) {
-  if (b <= a) return 0;
-  auto it = std::lower_bound(busy.begin(), busy.end(), a,
-                             [](const Interval& iv, double x) { return iv.b <= x; });
-  double sum = 0;
-  for (; it != busy.end() && it->a < b; ++it) sum += std::min(b, it->b) - std::max(a, it->a);
+  add(a, b);
   return sum;
 }
 
@@ -59,7 +59,6 @@ double covered(const std::vector<Interval>& busy, double a, double b) {
 SteadyMetrics steady_metrics(const CompiledSchedule& cs, const std::vector<double>& start,
                              const std::vector<double>& end, bool async, double samples_per_step) {
   const auto D = static_cast<size_t>(cs.num_devices());
-  std::vector<std::vector<Interval>> busy(D);
   std::vector<double> step_end;
   double makespan = 0;
   for (int id = 0; id < cs.num_actions(); ++id) {
@@ -70,9 +69,6 @@ SteadyMetrics steady_metrics(const CompiledSchedule& cs, const std::vector<doubl
       const auto step = static_cast<size_t>(a.step);
       if (step_end.size() <= step) step_end.resize(step + 1, 0);
       step_end[step] = std::max(step_end[step], end[i]);
-    }
-    if (stream_of(a.op) == StreamKind::kCompute) {
-      busy[static_cast<size_t>(cs.device(id))].push_back({start[i], end[i]});
     }
   }
   const int steps = static_cast<int>(step_end.size());
@@ -89,7 +85,11 @@ SteadyMetrics steady_metrics(const CompiledSchedule& cs, const std::vector<doubl
   }
   if (m.iteration_time_s > 0) m.throughput_samples_per_s = samples_per_step / m.iteration_time_s;
   double busy_total = 0;
-  for (auto& b : busy) busy_total += covered(merged(std::move(b)), from, to);
+  for (size_t d = 0; d < D; ++d) {
+    const int compute =
+        static_cast<int>(d) * kStreamsPerDevice + static_cast<int>(StreamKind::kCompute);
+    busy_total += busy_within(cs.stream_actions(compute), start, end, from, to);
+  }
   m.bubble_fraction =
       (to > from && D > 0) ? 1 - busy_total / (static_cast<double>(D) * (to - from)) : 0;
   return m;
@@ -100,12 +100,22 @@ Evaluation evaluate_plan(const Plan& plan, int iterations, bool simulate_unfit) 
   e.plan = plan;
   try {
     const PlanContext ctx(plan, iterations);
-    CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
+    const std::string origin = "schedule " + plan.schedule;
+    // The engine run below is the deadlock check; without a run, the compiler's.
+    CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), origin, false);
     judge_memory(ctx, walk_memory(cs, ctx.stages), e);
-    if (!e.fits && !simulate_unfit) return e;
+    if (!e.fits && !simulate_unfit) {
+      cs.check_progress(origin);
+      return e;
+    }
     PipelineSimulator simulator(ctx, std::move(cs));
     std::vector<double> start, end;
-    simulator.run_engine(start, end);
+    try {
+      simulator.run_engine(start, end);
+    } catch (const DeadlockError& stuck) {
+      simulator.schedule().check_progress(origin);  // the compiler's message, as without the skip
+      throw InputError(origin + ": " + stuck.what());
+    }
     const SteadyMetrics m =
         steady_metrics(simulator.schedule(), start, end, schedule_info(plan.schedule).asynchronous,
                        plan.batch_size);

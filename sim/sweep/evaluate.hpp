@@ -4,7 +4,10 @@
 // the device with the largest peak is compared with the device capacity — "which device runs
 // out, by how much" (issue 6). Then, unless the caller skips plans that do not fit, a full
 // discrete-event simulation (sim/pipeline_sim.hpp) gives iteration time, throughput and bubble.
-// The compiled schedule is built once and shared by both steps.
+// The compiled schedule is built once and shared by both steps. Its deadlock check is left to
+// the simulation (a stalled engine run and the compiler's timeless run stall on the same
+// schedules; the error is then the compiler's, word for word), or run alone when a plan that does
+// not fit is not simulated: it would cost a tenth of a sweep point otherwise.
 //
 // The simulation runs the engine only and reads iteration time, throughput and bubble straight
 // off its start and end times (steady_metrics), with core/metrics.hpp's definitions: a sweep
