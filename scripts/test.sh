@@ -2,7 +2,8 @@
 # Runs every check CI runs (.ci/run calls this after scripts/build.sh):
 #   1. every test suite of build/ (GoogleTest suites, CLI checks, report page, notebooks);
 #   2. the suites without LibTorch under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (build-asan/), and the executor's threaded suites under ThreadSanitizer (build-tsan/);
+#      (build-asan/), and with PIPETWIN_TSAN=1 the executor's threaded suites under
+#      ThreadSanitizer (build-tsan/);
 #   3. a short libFuzzer run of every input parser (build-fuzz/, PIPETWIN_FUZZ_SECONDS each,
 #      default 20; scripts/fuzz.sh 600 is the full 10-minute run).
 # PIPETWIN_QUICK=1 runs step 1 only (for a quick local check).
@@ -17,8 +18,12 @@ if [[ "${PIPETWIN_QUICK:-0}" == 1 ]]; then exit 0; fi
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
 ./scripts/sanitize.sh asan
-step "ThreadSanitizer"
-./scripts/sanitize.sh tsan
+# ThreadSanitizer needs a second LibTorch build of exec/ (~15 min on 2 cores): opt in with
+# PIPETWIN_TSAN=1 until its run is verified clean in the CI time budget.
+if [[ "${PIPETWIN_TSAN:-0}" == 1 ]]; then
+  step "ThreadSanitizer"
+  ./scripts/sanitize.sh tsan
+fi
 if command -v clang++ >/dev/null; then
   step "fuzz, ${PIPETWIN_FUZZ_SECONDS:-20} s per parser"
   ./scripts/fuzz.sh "${PIPETWIN_FUZZ_SECONDS:-20}"
