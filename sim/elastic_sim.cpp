@@ -66,37 +66,70 @@ struct State {
   std::vector<std::vector<int>> stages;
 };
 
-// Iteration times per state, from the pipeline simulator, memoised.
+// One Pipe iteration of a state: its length and the first replica's all-reduce time.
+struct PipeTime {
+  double iteration_s = 0;
+  double comm_s = 0;
+};
+
+// Length of the union of intervals (the communication "with time gaps between buckets removed").
+double union_length(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, lo = 0, hi = -1;
+  for (const auto& [a, b] : v) {
+    if (a > hi) {
+      total += std::max(0.0, hi - lo);
+      lo = a;
+      hi = b;
+    } else {
+      hi = std::max(hi, b);
+    }
+  }
+  return total + std::max(0.0, hi - lo);
+}
+
+// Pipe iterations per state, from the pipeline simulator, memoised.
 class IterationTimer {
  public:
   explicit IterationTimer(const ElasticConfig& c) : c_(c) {}
 
-  // With `extra_s` per sample on stage 0 in place of the frozen forward pass when s.cache.
-  double time(const State& s, double extra_s) {
+  PipeTime time(const State& s) {
     std::vector<int> balance;
     for (const auto& st : s.stages) balance.push_back(static_cast<int>(st.size()));
-    const auto key = std::make_tuple(s.frozen_profile, s.K, s.dp, s.chunks, s.cache,
-                                     std::llround(extra_s * 1e12), balance);
+    const auto key = std::make_tuple(s.frozen_profile, s.K, s.dp, s.chunks, balance);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    const PlanContext ctx(make_plan(s, extra_s), 0);
-    const double t = simulate_plan(ctx).metrics.iteration_time_s;
+    const PlanContext ctx(make_plan(s), 0);
+    const SimResult r = simulate_plan(ctx);
+    const PipeTime t{r.metrics.iteration_time_s, first_replica_comm_s(r.timeline, s.K)};
     memo_.emplace(key, t);
     return t;
   }
 
-  int best_chunks(State s, double extra_s) {
+  int best_chunks(State s) {
     return choose_chunks(s.K, c_.batch, [&](int m) {
       s.chunks = m;
-      return time(s, extra_s);
+      return time(s).iteration_s;
     });
   }
 
  private:
-  Plan make_plan(const State& s, double extra_s) const {
+  // The last simulated step's all-reduces on replica 0's devices (schedule devices 0..K-1).
+  static double first_replica_comm_s(const Timeline& t, int K) {
+    int last = -1;
+    for (const auto& e : t.events) last = std::max(last, e.action.step);
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& e : t.events) {
+      if (e.action.op == Op::kAllReduce && e.device < K && e.action.step == last)
+        spans.emplace_back(e.start_s, e.end_s);
+    }
+    return union_length(std::move(spans));
+  }
+
+  Plan make_plan(const State& s) const {
     Plan p;
     p.model = c_.model.empty() ? c_.profile.model : c_.model;
-    p.profile = s.cache ? cached_profile(s.frozen_profile, extra_s) : c_.profile;
+    p.profile = c_.autopipe ? outside_pipe(s.frozen_profile) : c_.profile;
     p.cluster = c_.cluster;
     p.schedule = c_.schedule;
     p.partitioner = "autopipe";
@@ -120,20 +153,17 @@ class IterationTimer {
     return p;
   }
 
-  // The frozen layers' forward pass replaced by `extra_s` per sample on the last frozen layer.
-  Profile cached_profile(int frozen, double extra_s) const {
+  // F_frozen runs outside the Pipe (see the header): its layers cost the Pipe nothing.
+  Profile outside_pipe(int frozen) const {
     Profile p = c_.profile;
     for (int l = 0; l < frozen; ++l) {
-      for (auto& t : p.layers[static_cast<size_t>(l)].timings) {
-        t.forward_s = l + 1 == frozen ? extra_s * t.micro_batch / c_.compute_scale : 0.0;
-        t.recompute_s = t.forward_s;
-      }
+      for (auto& t : p.layers[static_cast<size_t>(l)].timings) t.forward_s = t.recompute_s = 0;
     }
     return p;
   }
 
   const ElasticConfig& c_;
-  std::map<std::tuple<int, int, int, int, bool, long long, std::vector<int>>, double> memo_;
+  std::map<std::tuple<int, int, int, int, std::vector<int>>, PipeTime> memo_;
 };
 
 CostOptions scaled(double compute_scale) {
@@ -142,9 +172,41 @@ CostOptions scaled(double compute_scale) {
   return o;
 }
 
-}  // namespace
+CacheCosts cache_costs(const ElasticConfig& c) {
+  CacheCosts costs = c.cache_costs;
+  if (costs.host_bandwidth <= 0) costs.host_bandwidth = c.cluster.intra_node.bandwidth;
+  if (costs.disk_bandwidth <= 0) costs.disk_bandwidth = 2e9;
+  return costs;
+}
 
-namespace {
+// Bytes per sample crossing the frozen boundary (the activation AutoCache keeps).
+double boundary_bytes(const Profile& p, int frozen) {
+  double bytes = 0;
+  for (const auto& e : p.effective_edges()) {
+    if (e.from < frozen && e.to >= frozen) bytes += e.bytes_per_sample;
+  }
+  return bytes;
+}
+
+// F_frozen's forward over `n` samples, profile layers [from, to).
+double frozen_forward_s(const CostModel& cost, int from, int to, double n) {
+  double t = 0;
+  for (int l = from; l < to; ++l) t += cost.forward_s(l, n);
+  return t;
+}
+
+// Section 3.4: cache once reading a sample's activation (from host memory, or disk for the share
+// that does not fit the budget) beats its F_frozen forward pass at the batch size.
+bool cache_on(const ElasticConfig& c, const CostModel& cost, int frozen_profile) {
+  const double bytes = boundary_bytes(c.profile, frozen_profile);
+  const double node_samples = std::ceil(static_cast<double>(c.samples) / c.cluster.nodes);
+  const double budget = c.cache.memory_budget_bytes;
+  const double spilled = bytes > 0 && std::isfinite(budget)
+                             ? std::max(0.0, 1.0 - budget / (node_samples * bytes))
+                             : 0.0;
+  const double forward = frozen_forward_s(cost, 0, frozen_profile, c.batch) / c.batch;
+  return cache_pays_off(forward, cache_read_s(bytes, spilled, cache_costs(c)));
+}
 
 // One training run replayed step by step through the freeze points.
 class Replay {
@@ -161,9 +223,7 @@ class Replay {
     out_.trace.layers = autopipe_.transformer_layers().layers();
     out_.trace.alpha = c.trace ? c.trace->alpha : c.alpha;
     out_.trace.source = "simulator";
-    costs_ = c.cache_costs;
-    if (costs_.host_bandwidth <= 0) costs_.host_bandwidth = c.cluster.intra_node.bandwidth;
-    if (costs_.disk_bandwidth <= 0) costs_.disk_bandwidth = 2e9;
+    costs_ = cache_costs(c);
   }
 
   ElasticRun run() {
@@ -181,10 +241,21 @@ class Replay {
     s_.K = initial.K;
     s_.stages = initial.stages;
     s_.dp = dp_layout(nodes(), per_node(), s_.K).replicas();
-    s_.chunks = timer_.best_chunks(s_, 0);
-    iteration_s_ = timer_.time(s_, 0);
+    s_.chunks = timer_.best_chunks(s_);
+    pipe_ = timer_.time(s_);
     pending_s_ = c_.overheads.start_s(s_.K);
-    out_.transitions.push_back({0, 0, 0, 0, s_.K, s_.dp, s_.chunks, false, pending_s_, 0});
+    out_.transitions.push_back(
+        {0, 0, 0, 0, s_.K, s_.dp, s_.chunks, false, pending_s_, 0, chunk_times(s_)});
+  }
+
+  // The Pipe's iteration for every candidate M of a state (memoised by the timer).
+  std::vector<std::pair<int, double>> chunk_times(State s) {
+    std::vector<std::pair<int, double>> out;
+    for (int m : chunk_candidates(s.K, c_.batch)) {
+      s.chunks = m;
+      out.emplace_back(m, timer_.time(s).iteration_s);
+    }
+    return out;
   }
 
   // Frozen layers in effect at the start of epoch e, and after a point inside it.
@@ -247,51 +318,41 @@ class Replay {
         cur_.compute_s += cached_step();
       } else {
         cur_.samples += sampler_.skip_step(s_.dp / nodes(), c_.batch);
-        cur_.compute_s += iteration_s_;
+        cur_.compute_s += frozen_batch_s_ + pipe_.iteration_s;
       }
+      out_.comm_s += pipe_.comm_s;
     }
     cur_.steps += k;
     step_ += k;
   }
 
-  // One step with AutoCache: each machine's cache says what its samples need; the slowest
-  // machine sets the step (DDP synchronises the replicas).
+  // One step with AutoCache: each replica's samples say what its F_frozen work is (reads, frozen
+  // layers still to run, write-backs); the slowest replica, then the Pipe, set the step.
   double cached_step() {
     const int rpn = s_.dp / nodes();
     const ElasticSampler::Step step = sampler_.next_step(rpn, c_.batch);
     cur_.samples += step.samples;
-    double worst = 0;
+    double frozen = 0, disk = 0;
     for (int n = 0; n < nodes(); ++n) {
-      std::vector<long> ids;
+      double disk_bytes = 0;
       for (int j = 0; j < rpn; ++j) {
-        const auto& r = step.ids[static_cast<size_t>(n * rpn + j)];
-        ids.insert(ids.end(), r.begin(), r.end());
+        const auto& ids = step.ids[static_cast<size_t>(n * rpn + j)];
+        if (ids.empty()) continue;
+        const BatchWork w = caches_[static_cast<size_t>(n)].use_batch(ids);
+        double t =
+            (w.memory_read_bytes + w.disk_read_bytes + w.memory_write_bytes + w.disk_write_bytes) /
+            costs_.host_bandwidth;
+        for (size_t from = 0; from < w.runs_from.size(); ++from) {
+          if (w.runs_from[from] > 0)
+            t += frozen_forward_s(cost_, static_cast<int>(from), s_.frozen_profile,
+                                  static_cast<double>(w.runs_from[from]));
+        }
+        frozen = std::max(frozen, t);
+        disk_bytes += w.disk_read_bytes + w.disk_write_bytes;
       }
-      if (ids.empty()) continue;
-      const BatchWork w = caches_[static_cast<size_t>(n)].use_batch(ids);
-      double extra =
-          (w.memory_read_bytes + w.disk_read_bytes + w.memory_write_bytes + w.disk_write_bytes) /
-          costs_.host_bandwidth;
-      long kinds = w.hits > 0 ? 1 : 0;
-      for (size_t from = 0; from < w.runs_from.size(); ++from) {
-        extra += w.runs_from[from] * (forward_prefix_.back() - forward_prefix_[from]);
-        kinds += w.runs_from[from] > 0 ? 1 : 0;
-      }
-      extra /= static_cast<double>(w.samples);
-      const double disk_s = (w.disk_read_bytes + w.disk_write_bytes) / costs_.disk_bandwidth;
-      worst = std::max({worst, kinds <= 1 ? timer_.time(s_, extra) : mixed_step_s(extra), disk_s});
+      disk = std::max(disk, disk_bytes / costs_.disk_bandwidth);
     }
-    return worst;
-  }
-
-  // A step whose samples need different work (some hit, some run frozen layers): interpolated
-  // between the two nearest points of a grid of 1/100 of the full frozen forward pass, as the
-  // exact mix varies from step to step and each distinct value would cost a simulation.
-  double mixed_step_s(double extra) {
-    const double q = 1e-2 * (forward_prefix_.back() + hit_extra_);
-    const double k = std::floor(extra / q);
-    const double lo = timer_.time(s_, k * q), hi = timer_.time(s_, (k + 1) * q);
-    return lo + (hi - lo) * (extra / q - k);
+    return std::max(frozen + pipe_.iteration_s, disk);
   }
 
   void freeze_to(int frozen, int e) {
@@ -317,51 +378,28 @@ class Replay {
     configure(n);
     s_ = n;
     cur_.transition_s += overhead + transfer;
-    out_.transitions.push_back({e, sampler_.consumed(), step_, s_.frozen, s_.K, s_.dp, s_.chunks,
-                                s_.cache, overhead, transfer});
+    out_.transitions.push_back(
+        {e, sampler_.consumed(), step_, s_.frozen, s_.K, s_.dp, s_.chunks, s_.cache, overhead,
+         transfer, c_.autopipe ? chunk_times(s_) : std::vector<std::pair<int, double>>{}});
     out_.trace.events.push_back({e, sampler_.consumed(), step_, s_.frozen});
   }
 
-  // Chunks and AutoCache for a new state.
+  // Chunks, F_frozen's cost and AutoCache for a new state. M only changes the Pipe, so it is
+  // chosen with or without the cache alike (the paper profiles M once per K).
   void configure(State& n) {
     n.cache = false;
-    if (c_.autopipe) n.chunks = timer_.best_chunks(n, 0);
-    if (c_.autocache && n.frozen_profile > 0) decide_cache(n);
-    iteration_s_ = timer_.time(n, n.cache ? hit_extra_ : 0);
-  }
-
-  // Bytes per sample crossing the frozen boundary (the activation AutoCache keeps).
-  double boundary_bytes(int frozen) const {
-    double bytes = 0;
-    for (const auto& e : c_.profile.effective_edges()) {
-      if (e.from < frozen && e.to >= frozen) bytes += e.bytes_per_sample;
-    }
-    return bytes;
-  }
-
-  // Frozen forward time per sample of layers [0, l), l = 0..frozen, at micro-batch size mb.
-  std::vector<double> forward_prefix(int frozen, double mb) const {
-    std::vector<double> prefix(1, 0.0);
-    for (int l = 0; l < frozen; ++l) prefix.push_back(prefix.back() + cost_.forward_s(l, mb) / mb);
-    return prefix;
+    if (c_.autopipe) n.chunks = timer_.best_chunks(n);
+    pipe_ = timer_.time(n);
+    frozen_batch_s_ = c_.autopipe ? frozen_forward_s(cost_, 0, n.frozen_profile, c_.batch) : 0;
+    if (c_.autopipe && c_.autocache && n.frozen_profile > 0) decide_cache(n);
   }
 
   void decide_cache(State& n) {
-    const double bytes = boundary_bytes(n.frozen_profile);
-    const double forward =
-        forward_prefix(n.frozen_profile, static_cast<double>(c_.batch) / n.chunks).back();
-    const double node_samples = std::ceil(static_cast<double>(c_.samples) / nodes());
-    const double budget = c_.cache.memory_budget_bytes;
-    const double spilled = bytes > 0 && std::isfinite(budget)
-                               ? std::max(0.0, 1.0 - budget / (node_samples * bytes))
-                               : 0.0;
-    if (!cache_pays_off(forward, cache_read_s(bytes, spilled, costs_))) return;
+    if (!cache_on(c_, cost_, n.frozen_profile)) return;
     n.cache = true;
-    hit_extra_ = bytes / costs_.host_bandwidth;
-    if (c_.autopipe) n.chunks = timer_.best_chunks(n, hit_extra_);
-    forward_prefix_ = forward_prefix(n.frozen_profile, static_cast<double>(c_.batch) / n.chunks);
     if (caches_.empty())
       caches_.assign(static_cast<size_t>(nodes()), ActivationCache(c_.samples, c_.cache));
+    const double bytes = boundary_bytes(c_.profile, n.frozen_profile);
     for (auto& cache : caches_) cache.set_boundary(n.frozen_profile, bytes);
   }
 
@@ -372,11 +410,10 @@ class Replay {
   ElasticSampler sampler_;
   CacheCosts costs_;
   std::vector<ActivationCache> caches_;  // one per machine
-  std::vector<double> forward_prefix_;
-  double hit_extra_ = 0;
   State s_;
-  double iteration_s_ = 0;
-  double pending_s_ = 0;  // start-up overhead, charged to epoch 0
+  PipeTime pipe_;              // the current state's Pipe iteration
+  double frozen_batch_s_ = 0;  // F_frozen's forward over a replica's batch, without the cache
+  double pending_s_ = 0;       // start-up overhead, charged to epoch 0
   long step_ = 0;
   EpochRecord cur_;
   ElasticRun out_;
@@ -402,48 +439,6 @@ ElasticConfig with(const ElasticConfig& c, bool freeze, bool autopipe, bool auto
 
 }  // namespace
 
-namespace {
-
-Json run_to_json(const ElasticRun& run, double baseline_s) {
-  Json j;
-  j["name"] = run.name;
-  j["total_s"] = run.total_s;
-  j["samples"] = run.samples;
-  j["throughput_samples_per_s"] = run.throughput();
-  j["speedup"] = run.total_s > 0 ? baseline_s / run.total_s : 0;
-  Json transitions = Json::array();
-  for (const auto& t : run.transitions) {
-    transitions.push_back({{"epoch", t.epoch},
-                           {"sample", t.sample},
-                           {"step", t.step},
-                           {"frozen_layers", t.frozen_layers},
-                           {"K", t.K},
-                           {"dp", t.dp},
-                           {"chunks", t.chunks},
-                           {"cache", t.cache},
-                           {"overhead_s", t.overhead_s},
-                           {"state_transfer_s", t.state_transfer_s}});
-  }
-  j["transitions"] = transitions;
-  return j;
-}
-
-}  // namespace
-
-Json elastic_report_to_json(const ElasticReport& r) {
-  Json doc;
-  doc["format"] = "pipetwin.elastic_report";
-  doc["version"] = 1;
-  doc["model"] = r.elastic.log.model;
-  doc["speedup"] = r.speedup;
-  doc["elastic"] = run_to_json(r.elastic, r.baseline.total_s);
-  doc["baseline"] = run_to_json(r.baseline, r.baseline.total_s);
-  Json breakdown = Json::array();
-  for (const auto& run : r.breakdown) breakdown.push_back(run_to_json(run, r.baseline.total_s));
-  doc["breakdown"] = breakdown;
-  return doc;
-}
-
 ElasticRun simulate_elastic_run(const ElasticConfig& config) {
   config.validate();
   return Replay(config, run_name(config)).run();
@@ -464,6 +459,39 @@ ElasticReport simulate_elastic(const ElasticConfig& config, bool breakdown) {
   r.elastic = breakdown && all ? r.breakdown.back() : simulate_elastic_run(config);
   r.speedup = r.elastic.total_s > 0 ? r.baseline.total_s / r.elastic.total_s : 0;
   return r;
+}
+
+std::vector<ChunkPoint> profile_chunks(const ElasticConfig& config, int frozen) {
+  config.validate();
+  const int K0 = config.stages > 0 ? config.stages : config.cluster.devices_per_node;
+  AutoPipe autopipe(config.profile, K0, config.lambda_frozen);
+  const PipelineLayout layout = frozen > 0 ? autopipe.on_freeze(frozen) : autopipe.layout();
+  State s;
+  s.frozen = frozen;
+  s.frozen_profile = autopipe.transformer_layers().frozen_profile_layers(frozen);
+  s.K = layout.K;
+  s.stages = layout.stages;
+  s.dp = dp_layout(config.cluster.nodes, config.cluster.devices_per_node, config.autodp ? s.K : K0)
+             .replicas();
+  IterationTimer timer(config);
+  const int best = timer.best_chunks(s);
+  std::vector<ChunkPoint> out;
+  for (int m : chunk_candidates(s.K, config.batch)) {
+    s.chunks = m;
+    const double t = timer.time(s).iteration_s;
+    out.push_back({frozen, s.K, s.dp, m, t, t > 0 ? s.dp * config.batch / t : 0, m == best});
+  }
+  return out;
+}
+
+int cache_threshold_layers(const ElasticConfig& config) {
+  config.validate();
+  const CostModel cost(config.profile, config.cluster, scaled(config.compute_scale));
+  const TransformerLayers tl = TransformerLayers::from_profile(config.profile);
+  for (int f = 1; f < tl.layers(); ++f) {
+    if (cache_on(config, cost, tl.frozen_profile_layers(f))) return f;
+  }
+  return 0;
 }
 
 }  // namespace pipetwin::sim

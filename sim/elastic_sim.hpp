@@ -15,27 +15,42 @@
 //              forward pass, replaying the elastic sampler and the per-machine cache sample by
 //              sample, so the epochs that fill or lazily replace the cache cost what they do;
 // and adds the transition overheads (Table 4 by default, transition_overheads.hpp).
-// Iterations are timed by the pipeline simulator (sim/pipeline_sim.hpp) on a plan per state:
-// the frozen layers sit on stage 0 (F_frozen "in the first device of a pipeline") and run their
-// forward pass per micro-batch there; with AutoCache that forward is replaced by reading the
-// cached activation (host-to-device copy), plus, for samples whose entry is missing or stale,
-// the frozen layers still to run and the write-back. Disk traffic of a spilled cache is hidden
-// by prefetching unless the disk is slower than the step: a step lasts at least its disk bytes
-// over the disk bandwidth.
 //
-// Reported: the epoch log, total time, speedup over the no-freeze baseline (Pipe + DDP on the
-// same hardware: initial K, its replicas, its best M, the start-up overhead; partitioned as
-// AutoPipe partitions at T = 0, since the paper does not say how its baseline was partitioned),
-// and on request the Figure 9 breakdown: freeze only (frozen layers skip backward and gradient
-// sync; same pipeline, same M, no transition cost), + AutoPipe (re-partition and compress, M
-// chosen again; freed devices idle), + AutoDP, + AutoCache.
+// Where the frozen layers run. With AutoPipe, "the frozen layers are extracted from the original
+// model and kept in a separate model instance F_frozen in the first device of a pipeline"
+// (Section 3.2.1); Algorithm 1 line 35 wraps only F_pipe in Pipe ("Pipe(F_pipe, chunks = ...)")
+// and AutoDP wraps only F_pipe in DDP (Appendix D.2). So F_frozen is not pipelined: each replica
+// runs it on its whole per-step batch on its first device, under no_grad, before handing the
+// result to the Pipe, and the device's stream runs the two one after the other. A step therefore
+// lasts the slowest replica's F_frozen work plus the Pipe's iteration (DDP waits for every
+// replica). The F_frozen work is the frozen layers' forward at the batch size or, with
+// AutoCache, per sample: reading the cached activation (host-to-device copy), running the
+// frozen layers still between the entry's boundary and the current one for stale or missing
+// entries (Figure 8's lazy replacement), and writing the new entry back. Disk traffic of a
+// spilled cache is hidden by prefetching unless the disk is slower than the step: a step lasts
+// at least its disk bytes over the disk bandwidth. Without AutoPipe ("freeze only") there is no
+// F_frozen: the frozen layers stay in their stages, run forward per micro-batch and skip
+// backward (cost_model.hpp), and AutoCache has no F_frozen output to cache, so it stays off.
+// The Pipe's iteration comes from the pipeline simulator (sim/pipeline_sim.hpp) on a plan per
+// state (F_frozen's layers present on stage 0 with no cost, for their memory).
 //
-// Modelling choices the paper leaves open: F_frozen runs per micro-batch on stage 0 (the paper
-// may run it on the whole batch before the pipeline; either way it costs stage 0 its forward
-// time); every step of an epoch is timed as a full step (the last one may hold fewer samples);
-// a step whose samples need different cache work (after a mid-epoch boundary move) is
-// interpolated on a grid of 1/100 of the frozen forward pass; "freeze only" is not slowed by the
-// allocator effect of Appendix F.2, which pipetwin does not model.
+// Communication (Table 2): per step, the time the first replica's all-reduces are in flight,
+// gaps between buckets removed (the union of their intervals), as Appendix F.4 measures DDP
+// communication; summed over the run's steps.
+//
+// Reported: the epoch log, total time, communication time, speedup over the no-freeze baseline
+// (Pipe + DDP on the same hardware: initial K, its replicas, its best M, the start-up overhead;
+// partitioned as AutoPipe partitions at T = 0, since the paper does not say how its baseline was
+// partitioned), and on request the Figure 9 breakdown: freeze only (frozen layers skip backward
+// and gradient sync; same pipeline, same M, no transition cost), + AutoPipe (F_frozen split off,
+// re-partition and compress, M chosen again; freed devices idle), + AutoDP, + AutoCache.
+//
+// Modelling choices the paper leaves open: every step of an epoch is timed as a full step (the
+// last one may hold fewer samples); the F_frozen work of a group of samples is the profile's
+// forward time at that group's size; "freeze only" is not slowed by the allocator effect of
+// Appendix F.2, which pipetwin does not model; the all-reduces of the K stages each get the
+// inter-node link to themselves (the pipeline simulator does not share a node's network card
+// between concurrent rings).
 //
 // Thread-safety: pure functions; each call owns its state.
 #pragma once
@@ -43,6 +58,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster.hpp"
@@ -99,6 +115,9 @@ struct TransitionRecord {
   bool cache = false;
   double overhead_s = 0;        // Table 4 part
   double state_transfer_s = 0;  // AutoDP state to new replicas
+  // get_optimal_chunks' profile of the new state: (M, Pipe iteration in s) for every candidate
+  // M in [K, 6K]; empty when M was kept (no AutoPipe).
+  std::vector<std::pair<int, double>> chunk_times;
 };
 
 struct ElasticRun {
@@ -110,6 +129,7 @@ struct ElasticRun {
   elastic::FreezeTrace trace;                 // what was replayed
   long samples = 0;
   double total_s = 0;
+  double comm_s = 0;  // DDP communication of the first replica (Appendix F.4), summed over steps
   double throughput() const { return total_s > 0 ? samples / total_s : 0; }
 };
 
@@ -128,5 +148,20 @@ Json elastic_report_to_json(const ElasticReport& report);
 ElasticRun simulate_elastic_run(const ElasticConfig& config);
 // The run, the no-freeze baseline and (when `breakdown`) the Figure 9 ablation.
 ElasticReport simulate_elastic(const ElasticConfig& config, bool breakdown = false);
+
+// Figure 10(b), "Profiling Optimal Chunk Number": the Pipe's iteration for every candidate M at
+// the state AutoPipe and AutoDP reach with `frozen` transformer layers frozen (its K, partition
+// and replicas), as get_optimal_chunks profiles it; `best` marks the M the simulator picks.
+struct ChunkPoint {
+  int frozen = 0, K = 1, dp = 1, chunks = 1;
+  double iteration_s = 0;
+  double throughput = 0;  // samples/s over all replicas
+  bool best = false;
+};
+std::vector<ChunkPoint> profile_chunks(const ElasticConfig& config, int frozen);
+
+// Section 4.3.5: the fewest frozen transformer layers at which AutoCache turns on (reading a
+// sample's cached activation beats its F_frozen forward pass); 0 when it never does.
+int cache_threshold_layers(const ElasticConfig& config);
 
 }  // namespace pipetwin::sim

@@ -1,4 +1,6 @@
 // core/elastic/freeze_trace: the trace the executor writes and the simulator replays.
+#include <tuple>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +28,32 @@ TEST(FreezeTrace, AlphaBoundTraceForVitB16) {
   ASSERT_EQ(t2.events.size(), 3u);
   EXPECT_EQ(t2.events[1].epoch, 4);
   EXPECT_EQ(t2.events[1].frozen_layers, 6);
+}
+
+TEST(FreezeTrace, AlphaBoundOverTheRun) {
+  // Ten freeze intervals over 10 epochs are the per-epoch trace.
+  const FreezeTrace per_epoch = bound_trace_over_run(12, 1.0 / 3, 10, 500, 10);
+  const FreezeTrace reference = bound_trace(12, 1.0 / 3, 10, 1);
+  ASSERT_EQ(per_epoch.events.size(), reference.events.size());
+  for (size_t i = 0; i < reference.events.size(); ++i) {
+    EXPECT_EQ(per_epoch.events[i].epoch, reference.events[i].epoch);
+    EXPECT_EQ(per_epoch.events[i].sample, 0);
+    EXPECT_EQ(per_epoch.events[i].frozen_layers, reference.events[i].frozen_layers);
+  }
+  // Over 3 epochs of 1000 samples, step T after 300 T samples: L = 24, alpha = 1/3 gives
+  // floor(24 (1 - (2/3)^T)) = 8, 13, 16, 19, 20, 21, 22, 23, 23 (the last repeats: no event).
+  const FreezeTrace squad = bound_trace_over_run(24, 1.0 / 3, 3, 1000, 10);
+  std::vector<std::tuple<int, long, int>> got;
+  for (const auto& e : squad.events) got.emplace_back(e.epoch, e.sample, e.frozen_layers);
+  EXPECT_THAT(got, ::testing::ElementsAre(std::tuple(0, 300L, 8), std::tuple(0, 600L, 13),
+                                          std::tuple(0, 900L, 16), std::tuple(1, 200L, 19),
+                                          std::tuple(1, 500L, 20), std::tuple(1, 800L, 21),
+                                          std::tuple(2, 100L, 22), std::tuple(2, 400L, 23)));
+  squad.validate("test");
+  EXPECT_EQ(input_error([] { bound_trace_over_run(24, 1.0 / 3, 3, 1000, 0); }),
+            "alpha bound: epochs, samples and freeze steps must be positive (3, 1000, 0 given)");
+  EXPECT_EQ(input_error([] { bound_trace_over_run(24, 1.5, 3, 1000, 10); }),
+            "alpha bound: alpha must be in (0, 1) (1.5 given)");
 }
 
 TEST(FreezeTrace, MidEpochEventsTakeEffectAtTheirSample) {

@@ -17,6 +17,12 @@
 //   3 frozen (0..5, 9 M, weight 1.5): K = 2 gives [2.5, 2] <= 3, K = 1 gives 4.5 > 3: K = 2,
 //     2 replicas; stages [0..6] [7]. M = 2: f = 14, 2, b = 4, 4: 16 + 14 + 8 + 4 = 42; M = 4:
 //     f = 7, 1, b = 2, 2: 8 + 21 + 4 + 6 = 39 ms. M = 4; 64 / (2 * 4) = 8 steps = 312 ms.
+// With AutoPipe, F_frozen runs outside the Pipe, on the replica's whole batch before it: a step is
+// that forward plus the Pipe's iteration. Where stage 0's active part is the Pipe's slowest
+// forward (above: 2 frozen, F_frozen 4 samples x 4 layers = 16 ms, Pipe f = 1, 1, 1, 1:
+// 16 + 4 + 3 + 8 + 6 = 37 ms; 3 frozen: 24 ms + Pipe M = 4 f = b/2 = 1, 1: 24 + 15 = 39 ms) this
+// equals running F_frozen per micro-batch on stage 0; FrozenLayersRunOutsideThePipe below is a
+// case where the two differ.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,6 +93,16 @@ TEST(ElasticSim, HandComputedTotal) {
   EXPECT_NEAR(e[2].throughput_samples_per_s, 64 / (312 * kMs), 1e-6);
   ASSERT_EQ(r.elastic.trace.events.size(), 2u);
   EXPECT_EQ(r.elastic.trace.events[1].frozen_layers, 3);
+  // Each transition keeps get_optimal_chunks' profile: at 3 frozen, M = 2 and 4 take 18 and
+  // 15 ms in the Pipe (F_frozen's 24 ms comes before it and does not depend on M).
+  ASSERT_EQ(r.elastic.transitions.size(), 3u);
+  const auto& chunks = r.elastic.transitions[2].chunk_times;
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].first, 2);
+  EXPECT_NEAR(chunks[0].second, 18 * kMs, 1e-12);
+  EXPECT_EQ(chunks[1].first, 4);
+  EXPECT_NEAR(chunks[1].second, 15 * kMs, 1e-12);
+  EXPECT_EQ(r.baseline.transitions[0].chunk_times.size(), 1u);  // M = 4 only at K = 4
 }
 
 TEST(ElasticSim, Figure9Breakdown) {
@@ -160,6 +176,67 @@ TEST(ElasticSim, Table4TransitionOverheads) {
   EXPECT_NEAR(r.elastic.total_s, 1.576 + 10.2 + 1.9 + 5.5, 1e-9);
   EXPECT_NEAR(r.elastic.log.epochs[0].transition_s, 10.2, 1e-12);
   EXPECT_NEAR(r.elastic.log.epochs[2].transition_s, 5.5, 1e-12);
+}
+
+TEST(ElasticSim, FrozenLayersRunOutsideThePipe) {
+  // 1 frozen (profile layers 0, 1; weight 3/6 = 0.5). load_balance over K = 4 of the active
+  // sizes 1, 2, 1, 2, 1, 2: mean 9.5 / 4 = 2.375, var 0.25 / 4: stage 0 = F_frozen + layer 2
+  // (1.5; + 2 would pass 2.4375), then [3], [4, 5], [6, 7]; K = 2 would need >= 4.75 > 3.
+  // F_frozen on the batch: 4 samples x 2 layers = 8 ms; the Pipe (M = 4, one sample each):
+  // f = 1, 1, 2, 2, b = 2, 2, 4, 4: 6 + 3 * 2 + 12 + 3 * 4 = 36 ms; a step 44 ms. Run per
+  // micro-batch on stage 0 instead, F_frozen would make f0 = 3: 8 + 9 + 12 + 12 = 41 ms.
+  ElasticConfig c = config();
+  c.epochs = 2;
+  c.trace = trace({{1, 0, -1, 1}});
+  const ElasticRun run = simulate_elastic_run(c);
+  ASSERT_EQ(run.log.epochs.size(), 2u);
+  EXPECT_EQ(run.log.epochs[1].K, 4);
+  EXPECT_NEAR(run.log.epochs[1].compute_s, 16 * 44 * kMs, 1e-9);
+  // Freeze only keeps F_frozen's layers in stage 0 ([0, 1]: f = 2, b = 0; then f = 2, b = 4):
+  // 8 + 6 + 12 + 12 = 38 ms.
+  c.autopipe = c.autodp = false;
+  EXPECT_NEAR(simulate_elastic_run(c).log.epochs[1].compute_s, 16 * 38 * kMs, 1e-9);
+}
+
+TEST(ElasticSim, CommunicationIsTheReplicasAllReduceTime) {
+  // K = 1 on 2 nodes x 4 devices: 8 replicas, one ring over the 1 GB/s inter-node link:
+  // 2 (n - 1) / n = 1.75 bytes per gradient byte. One replica's buckets run one after another,
+  // so per step the all-reduce time is 1.75 x the active parameter bytes / 1 GB/s: 48 MB of
+  // parameters, 84 ms; with 2 frozen (24 MB active) 42 ms; with 3 (12 MB) 21 ms. 64 samples in
+  // steps of 8 x 4: 2 steps per epoch.
+  ElasticConfig c = config();
+  c.cluster = test::two_level_cluster(2, 4, 1e30, 0, 1e9, 0);
+  c.stages = 1;
+  const ElasticReport r = simulate_elastic(c);
+  EXPECT_NEAR(r.baseline.comm_s, 3 * 2 * 84 * kMs, 1e-9);
+  EXPECT_NEAR(r.elastic.comm_s, 2 * (84 + 42 + 21) * kMs, 1e-9);
+  EXPECT_EQ(r.elastic.log.epochs[2].dp, 8);
+}
+
+TEST(ElasticSim, ChunkProfileAndCacheThreshold) {
+  // profile_chunks: at 3 frozen the state is K = 2 with 2 replicas; M in {2, 4}: the Pipe takes
+  // 18 and 15 ms (see the top), F_frozen is not part of it. 8 samples per step.
+  const std::vector<ChunkPoint> points = profile_chunks(config(), 3);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].K, 2);
+  EXPECT_EQ(points[0].dp, 2);
+  EXPECT_EQ(points[0].chunks, 2);
+  EXPECT_NEAR(points[0].iteration_s, 18 * kMs, 1e-12);
+  EXPECT_NEAR(points[1].iteration_s, 15 * kMs, 1e-12);
+  EXPECT_NEAR(points[1].throughput, 8 / (15 * kMs), 1e-6);
+  EXPECT_FALSE(points[0].best);
+  EXPECT_TRUE(points[1].best);
+  // cache_threshold_layers: f frozen layers cost 2 f ms per sample; reading one activation
+  // costs bytes / bandwidth. Reading in 3 ms pays off from 2 layers (4 ms), in 5 ms from 3.
+  ElasticConfig c = config();
+  const double bytes = c.profile.layers[0].output_bytes_per_sample;
+  EXPECT_EQ(cache_threshold_layers(c), 1);  // reading is free on these links
+  c.cache_costs.host_bandwidth = bytes / 3e-3;
+  EXPECT_EQ(cache_threshold_layers(c), 2);
+  c.cache_costs.host_bandwidth = bytes / 5e-3;
+  EXPECT_EQ(cache_threshold_layers(c), 3);
+  c.cache_costs.host_bandwidth = bytes / 7e-3;  // 3 frozen (6 ms) is the most that may freeze
+  EXPECT_EQ(cache_threshold_layers(c), 0);
 }
 
 TEST(ElasticSimErrors, NameTheProblem) {

@@ -11,37 +11,20 @@
 #include "core/schedule/compiled.hpp"
 #include "sim/reproduce/ftpipe.hpp"
 #include "sim/reproduce/reproduce.hpp"
+#include "tests/reproduce_test_util.hpp"
 #include "tests/sim_test_util.hpp"
 
 namespace pipetwin::sim {
 namespace {
 
-// Each entry runs once for the whole suite (a few seconds each).
 const ReproResult& result(const std::string& id) {
-  static std::map<std::string, ReproResult> cache;
-  auto it = cache.find(id);
-  if (it == cache.end()) {
-    const ReproContext ctx{Catalog::load(Catalog::default_dir()), default_reference_dir()};
-    it = cache.emplace(id, find_repro_entry(id).run(ctx)).first;
-  }
-  return it->second;
+  return testing::repro_result(id);
 }
-
 const ReproTable& table(const ReproResult& r, const std::string& name) {
-  for (const auto& t : r.tables) {
-    if (t.name == name) return t;
-  }
-  throw std::runtime_error("no table " + name);
+  return testing::repro_table(r, name);
 }
-
-// The row of `t` whose item and metric are these; fails the test when absent.
 const Comparison& row(const ReproTable& t, const std::string& item, const std::string& metric) {
-  for (const auto& r : t.rows) {
-    if (r.item == item && r.metric == metric) return r;
-  }
-  ADD_FAILURE() << t.name << ": no row \"" << item << "\" / \"" << metric << "\"";
-  static const Comparison none{"", "", NAN, NAN, "", ""};
-  return none;
+  return testing::repro_row(t, item, metric);
 }
 
 TEST(ReproduceTorchgpipe, UNetParameterCountsAndFitPatternMatchTable3) {

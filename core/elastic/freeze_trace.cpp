@@ -77,6 +77,28 @@ FreezeTrace bound_trace(int layers, double alpha, int epochs, int interval) {
   return t;
 }
 
+FreezeTrace bound_trace_over_run(int layers, double alpha, int epochs, long samples, int steps) {
+  FreezeConfig{layers, alpha, FreezeUnit::kEpoch, 1}.validate("alpha bound");
+  if (epochs < 1 || samples < 1 || steps < 1) {
+    throw InputError(fmt::format(
+        "alpha bound: epochs, samples and freeze steps must be positive ({}, {}, {} given)", epochs,
+        samples, steps));
+  }
+  FreezeTrace t;
+  t.layers = layers;
+  t.alpha = alpha;
+  t.source = "alpha-bound";
+  const long total = static_cast<long>(epochs) * samples;
+  int frozen = 0;
+  for (int T = 1; T < steps; ++T) {
+    const long at = total * T / steps;  // samples of the run trained before freeze step T
+    const int n = bound_frozen_layers(layers, alpha, T);
+    if (n != frozen) t.events.push_back({static_cast<int>(at / samples), at % samples, -1, n});
+    frozen = n;
+  }
+  return t;
+}
+
 FreezeTrace freeze_trace_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "model", "layers", "alpha", "source", "events"});

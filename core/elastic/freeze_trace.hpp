@@ -48,6 +48,10 @@ struct FreezeTrace {
 // The alpha bound alone (Equation 3) frozen at the start of every `interval`-th epoch, over
 // `epochs` epochs: an event at each epoch where the count changes.
 FreezeTrace bound_trace(int layers, double alpha, int epochs, int interval);
+// The alpha bound with freeze step T (T = 1 .. steps - 1) after the fraction T / steps of the
+// whole run (`epochs` epochs of `samples` samples): a cadence that does not depend on the epoch
+// count. With steps = epochs it is bound_trace(..., 1). Throws InputError on bad arguments.
+FreezeTrace bound_trace_over_run(int layers, double alpha, int epochs, long samples, int steps);
 
 FreezeTrace freeze_trace_from_json(const JsonView& doc);
 Json freeze_trace_to_json(const FreezeTrace& trace);

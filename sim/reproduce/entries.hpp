@@ -8,6 +8,7 @@
 namespace pipetwin::sim {
 
 std::unique_ptr<ReproEntry> make_epfl_entry();
+std::unique_ptr<ReproEntry> make_pipetransformer_entry();
 std::unique_ptr<ReproEntry> make_torchgpipe_entry();
 std::unique_ptr<ReproEntry> make_ftpipe_entry();
 

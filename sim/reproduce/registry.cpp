@@ -10,6 +10,7 @@ const std::vector<std::unique_ptr<ReproEntry>>& repro_entries() {
   static const std::vector<std::unique_ptr<ReproEntry>> entries = [] {
     std::vector<std::unique_ptr<ReproEntry>> e;
     e.push_back(make_epfl_entry());
+    e.push_back(make_pipetransformer_entry());
     e.push_back(make_torchgpipe_entry());
     e.push_back(make_ftpipe_entry());
     return e;
