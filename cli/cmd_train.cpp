@@ -1,14 +1,19 @@
 // `pipetwin train`: a training run of a plan over epochs, with a per-epoch log, atomic
-// checkpoints and resume (exec/trainer.hpp). Baseline mode of PipeTransformer (issue 4): the
-// plan's pipeline and data parallelism, no freezing.
+// checkpoints and resume (exec/trainer.hpp). Without --elastic it is PipeTransformer's baseline
+// mode (issue 4): the plan's pipeline and data parallelism, no freezing. With --elastic it is
+// PipeTransformer live (exec/elastic_policy.hpp): at every freeze step (--freeze-interval N
+// epochs or N steps) Equation 1 with rate --alpha on the measured gradient norms, then AutoPipe
+// (lambda_frozen --lambda-frozen, Equation 2 compression, M from [K, 6K]) and AutoDP.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "exec/distributed.hpp"
+#include "exec/elastic_policy.hpp"
 #include "exec/trainer.hpp"
 
 namespace pipetwin::cli {
@@ -18,6 +23,9 @@ namespace {
 struct TrainArgs {
   std::string plan, data = "digits", optimizer = "sgd", log, epoch_log, freeze_trace;
   std::string checkpoint_dir, checkpoint_every;
+  bool elastic = false;
+  std::string freeze_interval = "1epoch", lambda_frozen = "1/6", freeze_rule = "eq1";
+  double alpha = 1.0 / 3.0;
   int epochs = 1, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   int64_t max_steps = 0;
   int steps_per_epoch = 8, eval_batches = 4, lr_decay_every = 0;
@@ -40,6 +48,62 @@ void parse_checkpoint_every(const std::string& text, exec::TrainOptions& o) {
         "--checkpoint-every: expected a positive number of steps or \"epoch\", got \"{}\"", text));
   }
   o.checkpoint_every_steps = static_cast<int>(n);
+}
+
+// --freeze-interval N[epoch|step]: "2", "2epoch", "2epochs", "50step", "50steps".
+void parse_freeze_interval(const std::string& text, exec::ElasticOptions& e) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used > 0 ? text.substr(used) : std::string("?");
+  if (used == 0 || n <= 0 || n > (1LL << 30) ||
+      !(unit.empty() || unit == "epoch" || unit == "epochs" || unit == "step" || unit == "steps")) {
+    throw InputError(fmt::format(
+        "--freeze-interval: expected N, Nepoch or Nstep with N positive, got \"{}\"", text));
+  }
+  e.interval = static_cast<int>(n);
+  e.unit = unit.rfind("step", 0) == 0 ? elastic::FreezeUnit::kStep : elastic::FreezeUnit::kEpoch;
+}
+
+// --lambda-frozen: a number or a fraction "1/6".
+double parse_fraction(const std::string& flag, const std::string& text) {
+  const size_t slash = text.find('/');
+  try {
+    size_t used = 0;
+    if (slash == std::string::npos) {
+      const double x = std::stod(text, &used);
+      if (used == text.size()) return x;
+    } else {
+      const double num = std::stod(text.substr(0, slash), &used);
+      if (used == slash) {
+        const std::string rest = text.substr(slash + 1);
+        const double den = std::stod(rest, &used);
+        if (used == rest.size() && den != 0) return num / den;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  throw InputError(
+      fmt::format("{}: expected a number or a fraction like 1/6, got \"{}\"", flag, text));
+}
+
+std::optional<exec::ElasticOptions> elastic_options(const TrainArgs& a) {
+  if (!a.elastic) return std::nullopt;
+  exec::ElasticOptions e;
+  e.alpha = a.alpha;
+  parse_freeze_interval(a.freeze_interval, e);
+  e.lambda_frozen = parse_fraction("--lambda-frozen", a.lambda_frozen);
+  if (a.freeze_rule != "eq1" && a.freeze_rule != "bound") {
+    throw InputError(
+        fmt::format("--freeze-rule: expected eq1 or bound, got \"{}\"", a.freeze_rule));
+  }
+  e.gradient_norms = a.freeze_rule == "eq1";
+  e.validate();
+  return e;
 }
 
 exec::TrainOptions train_options(const TrainArgs& a) {
@@ -67,6 +131,7 @@ exec::TrainOptions train_options(const TrainArgs& a) {
   o.epoch_log = a.epoch_log;
   o.freeze_trace = a.freeze_trace;
   o.verbose = !a.quiet;
+  o.elastic = elastic_options(a);
   o.validate();
   return o;
 }
@@ -74,6 +139,11 @@ exec::TrainOptions train_options(const TrainArgs& a) {
 void run_train(const TrainArgs& a) {
   require_positive("--timeout", a.timeout_s);
   require_positive("--nproc", a.nproc);
+  const exec::TrainOptions o = train_options(a);
+  const Plan plan = load_plan(a.plan);
+  // The elastic policy checks the plan (transformer layers, one stage per device) before any
+  // process starts.
+  if (o.elastic) exec::ElasticPolicy(plan, *o.elastic);
   if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
     const int status = relaunch_local(a.nproc, a.master_port);
     if (status != 0) {
@@ -82,8 +152,6 @@ void run_train(const TrainArgs& a) {
     }
     return;
   }
-  const exec::TrainOptions o = train_options(a);
-  const Plan plan = load_plan(a.plan);
   const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
   std::unique_ptr<exec::Distributed> dist;
   if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.exec.timeout);
@@ -95,6 +163,11 @@ void run_train(const TrainArgs& a) {
                 static_cast<long long>(r.resumed_from));
   }
   std::printf("trained %lld steps", static_cast<long long>(r.steps));
+  if (a.elastic) {
+    const Plan& p = trainer.plan();
+    std::printf(" (ended at K=%d dp=%d M=%d, %d transformer layers frozen)", p.num_stages(), p.dp,
+                p.chunks, trainer.frozen_layers());
+  }
   if (r.last_checkpoint >= 0) {
     std::printf("; last checkpoint: step %lld in %s", static_cast<long long>(r.last_checkpoint),
                 a.checkpoint_dir.c_str());
@@ -134,6 +207,24 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--lr-decay-every", a->lr_decay_every, "epochs between decays (0: never)")
       ->capture_default_str();
+  CLI::Option* elastic = cmd->add_flag(
+      "--elastic", a->elastic,
+      "PipeTransformer: freeze layers (Equation 1), re-plan (AutoPipe), add replicas (AutoDP)");
+  cmd->add_option("--alpha", a->alpha, "elastic: freeze rate alpha in (0, 1)")
+      ->capture_default_str()
+      ->needs(elastic);
+  cmd->add_option("--freeze-interval", a->freeze_interval,
+                  "elastic: freeze step every N epochs (N, Nepoch) or N optimizer steps (Nstep)")
+      ->capture_default_str()
+      ->needs(elastic);
+  cmd->add_option("--lambda-frozen", a->lambda_frozen,
+                  "elastic: memory of a frozen layer relative to an active one (AutoPipe)")
+      ->capture_default_str()
+      ->needs(elastic);
+  cmd->add_option("--freeze-rule", a->freeze_rule,
+                  "elastic: eq1 (gradient norms and the alpha bound) or bound (Equation 3 alone)")
+      ->capture_default_str()
+      ->needs(elastic);
   cmd->add_flag("--float64", a->float64, "train in float64");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
       ->capture_default_str();

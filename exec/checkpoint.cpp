@@ -120,6 +120,8 @@ std::string plan_fingerprint(const Plan& plan, bool float64) {
     s += ";";
   }
   for (const auto& l : plan.profile.layers) s += l.name + ",";
+  // Frozen layers (an elastic run's later plans) change what trains; 0 keeps older fingerprints.
+  if (plan.frozen_layers > 0) s += fmt::format("|frozen{}", plan.frozen_layers);
   return hex64(fnv1a64(s));
 }
 
@@ -139,12 +141,18 @@ StageState capture_stage(int replica, const StageRuntime& rt, const models::Laye
   };
   const auto pnames = rt.parameter_names();
   const auto params = rt.parameters();
+  // A layer frozen before the optimizer's first step has no state yet: zeros stand for it (it
+  // is never read again, layers do not thaw).
+  auto state = [&](const std::vector<at::Tensor>& list, size_t i) {
+    return list[i].defined() ? list[i] : at::zeros_like(params[i]);
+  };
   for (size_t i = 0; i < params.size(); ++i) {
     st.tensors.push_back({name(pnames[i]), "parameter", params[i]});
-    if (!opt.momentum.empty()) st.tensors.push_back({name(pnames[i]), "momentum", opt.momentum[i]});
+    if (!opt.momentum.empty())
+      st.tensors.push_back({name(pnames[i]), "momentum", state(opt.momentum, i)});
     if (!opt.exp_avg.empty()) {
-      st.tensors.push_back({name(pnames[i]), "exp_avg", opt.exp_avg[i]});
-      st.tensors.push_back({name(pnames[i]), "exp_avg_sq", opt.exp_avg_sq[i]});
+      st.tensors.push_back({name(pnames[i]), "exp_avg", state(opt.exp_avg, i)});
+      st.tensors.push_back({name(pnames[i]), "exp_avg_sq", state(opt.exp_avg_sq, i)});
     }
   }
   const auto bnames = rt.buffer_names();

@@ -97,7 +97,7 @@ struct Manifest {
 
 uint64_t fnv1a64(std::string_view bytes);
 // What must not change for a run to resume bit for bit: model, partition, schedule, M, DP width,
-// batch, recomputation, dtype. 16 hex digits.
+// batch, recomputation, dtype, frozen layers. 16 hex digits.
 std::string plan_fingerprint(const Plan& plan, bool float64);
 std::string rank_file_name(int64_t step, int rank);  // "step-00000012.rank1.pt"
 

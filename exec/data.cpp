@@ -13,6 +13,16 @@ void BatchSource::configure(int samples_per_step, int replicas, int micro_batche
   samples_ = samples_per_step;
   replicas_ = replicas;
   micro_ = micro_batches;
+  forget_steps();
+}
+
+void BatchSource::forget_steps() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.clear();
+}
+
+at::Tensor BatchSource::example_input() {
+  return slice(example_batch().first, 0, 0);
 }
 
 std::pair<at::Tensor, at::Tensor> BatchSource::cached(int step) {
@@ -51,15 +61,13 @@ class Synthetic : public BatchSource {
   Synthetic(const models::LayeredModel& model, uint64_t seed) : model_(model), seed_(seed) {}
   std::pair<at::Tensor, at::Tensor> mini_batch(int step) override {
     const uint64_t s = seed_ * 1000003ULL + static_cast<uint64_t>(step);
-    return {model_.synthetic_input(samples(), s), model_.synthetic_target(samples(), s)};
+    const int n = samples_per_step();
+    return {model_.synthetic_input(n, s), model_.synthetic_target(n, s)};
   }
-  void set_samples(int n) { samples_ = n; }
-  int samples() const { return samples_; }
 
  private:
   const models::LayeredModel& model_;
   uint64_t seed_;
-  int samples_ = 1;
 };
 
 class Digits : public BatchSource {
@@ -103,7 +111,7 @@ std::unique_ptr<BatchSource> synthetic_batches(const models::LayeredModel& model
                                                int samples_per_step, uint64_t seed,
                                                bool /*float64: the model's dtype*/) {
   auto s = std::make_unique<Synthetic>(model, seed);
-  s->set_samples(samples_per_step);
+  s->configure(samples_per_step, 1, 1);
   return s;
 }
 

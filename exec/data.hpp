@@ -33,10 +33,20 @@ class BatchSource {
   // Micro-batch `micro` of replica `replica`'s share of mini-batch `step`.
   at::Tensor input(int step, int replica, int micro);
   at::Tensor target(int step, int replica, int micro);
+  // A micro-batch's input of the configured shape, for dry runs (it reads no step).
+  at::Tensor example_input();
+  // Sets the cut of every step (and forgets the steps cut before).
   void configure(int samples_per_step, int replicas, int micro_batches);
 
  protected:
   at::Tensor slice(const at::Tensor& t, int replica, int micro) const;
+  // A mini-batch of the configured size whose content does not matter (mini_batch(0) here).
+  virtual std::pair<at::Tensor, at::Tensor> example_batch() { return mini_batch(0); }
+  // Drops the steps cached so far (their samples changed).
+  void forget_steps();
+  // Samples per step as last configured (a trainer's re-plan may change the data-parallel width
+  // and with it the step's samples; configure() is called between windows only).
+  int samples_per_step() const { return samples_; }
 
  private:
   std::pair<at::Tensor, at::Tensor> cached(int step);

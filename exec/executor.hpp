@@ -40,6 +40,8 @@ struct ExecOptions {
   std::string data = "synthetic";             // "synthetic", "digits" or "digits-tokens"
   bool check_memory = true;  // refuse plans predicted not to fit, before allocating
   bool warmup = true;        // one untimed forward/backward per stage before the clock starts
+  // Record each optimizer step's per-layer gradient norms (StageRuntime; the elastic trainer).
+  bool track_gradient_norms = false;
 };
 
 struct ExecResult {

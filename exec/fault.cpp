@@ -74,6 +74,8 @@ Fault Fault::parse(const std::string& text) {
       f.step_ = parse_number(k, v, text);
     } else if (k == "checkpoint") {
       f.checkpoint_ = parse_number(k, v, text);
+    } else if (k == "transition") {
+      f.transition_ = parse_number(k, v, text);
     } else if (k == "rank") {
       f.rank_ = static_cast<int>(parse_number(k, v, text));
     } else if (k == "device") {
@@ -83,7 +85,7 @@ Fault Fault::parse(const std::string& text) {
     } else {
       throw InputError(
           fmt::format("environment variable PIPETWIN_FAULT: key \"{}\" in \"{}\": expected step, "
-                      "checkpoint, rank, device, action or mode",
+                      "checkpoint, transition, rank, device, action or mode",
                       k, text));
     }
     if (comma == std::string::npos) break;
@@ -93,9 +95,10 @@ Fault Fault::parse(const std::string& text) {
     throw InputError(fmt::format(
         "environment variable PIPETWIN_FAULT: \"{}\": no mode (write MODE@KEY=V,...)", text));
   }
-  if (f.step_ < 0 && f.checkpoint_ < 0 && f.action_ < 0) {
+  if (f.step_ < 0 && f.checkpoint_ < 0 && f.transition_ < 0 && f.action_ < 0) {
     throw InputError(fmt::format(
-        "environment variable PIPETWIN_FAULT: \"{}\": say where (step=, checkpoint= or action=)",
+        "environment variable PIPETWIN_FAULT: \"{}\": say where (step=, checkpoint=, transition= "
+        "or action=)",
         text));
   }
   return f;
@@ -128,6 +131,11 @@ void Fault::at_action(int rank, int device, int index, int64_t step, bool comput
 void Fault::at_checkpoint(int rank, int64_t step) const {
   if (!armed() || mode_ == Mode::kDiskFull || !on_rank(rank)) return;
   if (checkpoint_ >= 0 && checkpoint_ == step) fire();
+}
+
+void Fault::at_transition(int rank, int64_t step) const {
+  if (!armed() || mode_ == Mode::kDiskFull || !on_rank(rank)) return;
+  if (transition_ >= 0 && transition_ == step) fire();
 }
 
 bool Fault::disk_full(int rank, int64_t step) const {

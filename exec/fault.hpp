@@ -3,7 +3,8 @@
 //
 // Two spellings:
 //   MODE@KEY=V[,KEY=V...]            e.g. "throw@step=3,rank=1", "kill@checkpoint=4,rank=0",
-//                                    "hang@step=2", "diskfull@checkpoint=4,rank=1"
+//                                    "hang@step=2", "diskfull@checkpoint=4,rank=1",
+//                                    "kill@transition=22,rank=1"
 //   device=D,action=I,mode=MODE      the older per-action form (fires at action I of device D)
 // Modes: throw (the stage raises an error), exit (the process exits with status 3), kill (the
 // process sends itself SIGKILL: no handler, no flush, as the OOM killer would), hang (the thread
@@ -14,7 +15,9 @@
 // global optimizer step), checkpoint (the
 // checkpoint taken after that step: diskfull applies while the rank writes its file; the other
 // modes fire after every rank's file is durable and before the manifest, the worst moment for
-// consistency), rank (default: every rank), device and action (the older form).
+// consistency), transition (the elastic transition after that step: fires once the first
+// stage's state has crossed between the ranks and before the rest, the worst moment for a
+// re-plan), rank (default: every rank), device and action (the older form).
 //
 // We chose the environment over a flag because the faults must reach processes the launcher
 // starts (`--nproc`) and code far from the command line (stream threads, the checkpoint writer)
@@ -47,6 +50,8 @@ class Fault {
   void at_action(int rank, int device, int index, int64_t step, bool compute) const;
   // Every rank's file of the checkpoint after `step` is durable; the manifest is next.
   void at_checkpoint(int rank, int64_t step) const;
+  // The elastic transition after `step` is half-way through moving layer state.
+  void at_transition(int rank, int64_t step) const;
   // Whether the writer of `rank`'s checkpoint file after `step` should run out of disk.
   bool disk_full(int rank, int64_t step) const;
 
@@ -58,7 +63,7 @@ class Fault {
   Mode mode_ = Mode::kNone;
   std::string text_;
   int rank_ = -1, device_ = -1, action_ = -1;
-  int64_t step_ = -1, checkpoint_ = -1;
+  int64_t step_ = -1, checkpoint_ = -1, transition_ = -1;
 };
 
 // Lowers the soft file-size limit of this process to `bytes` (SIGXFSZ ignored, so writes past it

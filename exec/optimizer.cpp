@@ -1,5 +1,6 @@
 #include "exec/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -30,7 +31,13 @@ void Optimizer::step(const std::vector<at::Tensor>& params, const std::vector<at
   ++steps_;
   const auto& c = config_;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) {
+  for (size_t i = 0; i < std::min(frozen_, params.size()); ++i) {
+    if (!out[i].is_same(params[i])) {
+      at::Tensor dst = out[i];
+      dst.copy_(params[i]);
+    }
+  }
+  for (size_t i = frozen_; i < params.size(); ++i) {
     const at::Tensor& p = params[i];
     at::Tensor g = grads[i].defined() ? grads[i] : at::zeros_like(p);
     if (c.weight_decay != 0) g = g + c.weight_decay * p;

@@ -6,6 +6,12 @@
 // copy. The formulas follow torch.optim.SGD and torch.optim.Adam exactly, so a pipelined run and
 // single-process training with this class give the same weights.
 //
+// Frozen layers (PipeTransformer Section 3.1) get no update: freeze_prefix(n) makes step() leave
+// the first n parameters alone — no weight decay, no momentum, no Adam moments (their state stays
+// as it was when they froze; layers never thaw) — and, when the update writes another weight
+// version, copy them across unchanged. A stage's frozen layers are a prefix of its layers (the
+// freeze algorithm freezes bottom-up), hence a prefix of its parameters.
+//
 // Thread-safety: not thread-safe; one optimizer per stage, used by the stage's compute thread.
 #pragma once
 
@@ -54,10 +60,14 @@ class Optimizer {
   void import_state(const OptimizerState& state, size_t num_params);
   // A learning-rate schedule moves the rate between steps.
   void set_lr(double lr) { config_.lr = lr; }
+  // The first `n` parameters of every step() are frozen (see above).
+  void freeze_prefix(size_t n) { frozen_ = n; }
+  size_t frozen_prefix() const { return frozen_; }
 
  private:
   OptimizerConfig config_;
   int64_t steps_ = 0;
+  size_t frozen_ = 0;
   std::vector<at::Tensor> buf_, exp_avg_, exp_avg_sq_;
 };
 

@@ -113,7 +113,7 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
     data_ = digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
   }
   data_->configure(plan.batch_size, plan.dp, plan.chunks);
-  like_ = layer_outputs_like(*model_, data_->input(0, 0, 0));
+  like_ = layer_outputs_like(*model_, data_->example_input());
   build_runtimes(ctx);
 }
 
@@ -179,6 +179,9 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       spec.per_layer_backward = plan_.dp > 1;
       spec.dropout_seed = options_.seed;
       spec.replica = d / shape_.devices_per_replica;
+      spec.frozen_layers = plan_.frozen_layers;
+      // Replicas hold the same all-reduced gradients: replica 0's norms stand for all.
+      spec.track_gradient_norms = options_.track_gradient_norms && spec.replica == 0;
       auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers] {
         models::LayeredModel m = models::build_model(name, dtype, seed);
         std::vector<torch::nn::AnyModule> out;

@@ -3,7 +3,8 @@
 //
 // Construction does what every run needs once: build the plan's model and check that the plan
 // matches it (layer names, parameter bytes, a chain of stages) and fits the device memory, give
-// every stage of every device this rank hosts a StageRuntime, and connect the devices: threads of
+// every stage of every device this rank hosts a StageRuntime (which freezes the plan's
+// frozen_layers, exec/stage.hpp), and connect the devices: threads of
 // this process (in-process transport) or the ranks of a c10d job (Gloo on CPU), each rank hosting
 // a block of devices. run_window(first_step, steps) then compiles (once per window length) the
 // plan's schedule for `steps` optimizer steps and lets one DeviceWorker per hosted device run it,

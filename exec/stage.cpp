@@ -1,5 +1,8 @@
 #include "exec/stage.hpp"
 
+#include <algorithm>
+#include <utility>
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -22,6 +25,8 @@ struct StageRuntime::Slot {
 
 struct StageRuntime::MicroBatch {
   at::Tensor input, target;
+  at::Tensor received;             // the input as it arrived (its shape is the input gradient's)
+  bool past_frozen = false;        // `input` is the frozen prefix's output already
   at::Tensor leaf;                 // the input as autograd leaf, for the input gradient
   std::vector<at::Tensor> xs, ys;  // per layer, when back-propagating layer by layer
   at::Tensor out;                  // stage output (with graph), or the loss on the last stage
@@ -41,13 +46,19 @@ StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig
                                        spec_.stage, first->layers.size(), spec_.layers.size()));
   }
   at::NoGradGuard no_grad;
+  size_t frozen_params = 0;
   for (size_t l = 0; l < first->layers.size(); ++l) {
+    const bool frozen = spec_.layers[l] < spec_.frozen_layers;
+    if (frozen) ++frozen_;
     for (auto& p : first->layers[l].ptr()->parameters()) {
       first->params.push_back(p);
       param_layer_.push_back(spec_.layers[l]);
+      param_index_.push_back(static_cast<int>(l));
       grads_.push_back(at::zeros_like(p));
+      if (frozen) ++frozen_params;
     }
   }
+  optimizer_.freeze_prefix(frozen_params);
   for (size_t i = 0; i < first->params.size(); ++i) first->params[i].mutable_grad() = grads_[i];
   slots_[0] = std::move(first);
 }
@@ -88,19 +99,25 @@ at::Tensor StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
     if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
     return per_sample.sum() * spec_.loss_scale;
   };
-  if (!with_graph) {
+  const size_t f = static_cast<size_t>(frozen_), n = slot.layers.size();
+  if (f > 0 && !m.past_frozen) {
+    // Keep the frozen prefix's output: a recompute starts from it (frozen layers run once).
+    m.input = run_frozen(slot, m.input);
+    m.past_frozen = true;
+  }
+  if (!with_graph || f == n) {
     at::NoGradGuard no_grad;
     at::Tensor x = m.input;
-    for (auto& layer : slot.layers) x = layer.forward(x);
+    for (size_t l = f; l < n; ++l) x = slot.layers[l].forward(x);
     return finish(x);
   }
-  const bool needs_input_grad = !spec_.first && m.input.is_floating_point();
+  const bool needs_input_grad = !spec_.first && f == 0 && m.input.is_floating_point();
   m.leaf = needs_input_grad ? m.input.detach().requires_grad_(true) : m.input;
   m.xs.clear();
   m.ys.clear();
   at::Tensor x = m.leaf;
-  for (size_t l = 0; l < slot.layers.size(); ++l) {
-    if (spec_.per_layer_backward && l > 0) x = x.detach().requires_grad_(true);
+  for (size_t l = f; l < n; ++l) {
+    if (spec_.per_layer_backward && l > f) x = x.detach().requires_grad_(true);
     if (spec_.per_layer_backward) m.xs.push_back(x);
     x = slot.layers[l].forward(x);
     if (spec_.per_layer_backward) m.ys.push_back(x);
@@ -111,7 +128,7 @@ at::Tensor StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
 }
 
 at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, bool keep_graph,
-                                 const at::Tensor& target) {
+                                 const at::Tensor& target, bool past_frozen) {
   if (version != current_) {
     throw std::runtime_error(
         fmt::format("stage {}: forward of micro-batch {} asks for weight "
@@ -122,6 +139,8 @@ at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, b
   last_used_ = slot.version;
   auto m = std::make_unique<MicroBatch>();
   m->input = input;
+  m->received = input;
+  m->past_frozen = past_frozen;
   m->target = target;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
@@ -170,7 +189,10 @@ at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_ou
                     spec_.stage, mb, version, m.graph_version));
   }
   last_used_ = slots_.at(m.graph_version)->version;
-  if (spec_.per_layer_backward) {
+  const size_t f = static_cast<size_t>(frozen_);
+  if (!m.out.requires_grad()) {
+    // Every layer of the stage is frozen: nothing to back-propagate.
+  } else if (spec_.per_layer_backward) {
     at::Tensor g = spec_.last ? at::Tensor() : grad_output;
     for (size_t l = m.ys.size(); l-- > 0;) {
       if (g.defined()) {
@@ -179,7 +201,7 @@ at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_ou
         m.ys[l].backward();
       }
       g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
-      if (on_layer_done) on_layer_done(spec_.layers[l]);
+      if (on_layer_done) on_layer_done(spec_.layers[f + l]);
     }
   } else {
     if (spec_.last) {
@@ -188,10 +210,15 @@ at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_ou
       m.out.backward(grad_output);
     }
     if (on_layer_done) {
-      for (size_t l = spec_.layers.size(); l-- > 0;) on_layer_done(spec_.layers[l]);
+      for (size_t l = spec_.layers.size(); l-- > f;) on_layer_done(spec_.layers[l]);
     }
   }
+  if (on_layer_done) {
+    for (size_t l = f; l-- > 0;) on_layer_done(spec_.layers[l]);  // frozen: no gradient to wait for
+  }
   at::Tensor input_grad = m.leaf.defined() && m.leaf.requires_grad() ? m.leaf.grad() : at::Tensor();
+  // Below a frozen prefix nothing trains: the upstream stage's schedule still receives a gradient.
+  if (f > 0 && !spec_.first) input_grad = at::zeros_like(m.received);
   release(m.graph_version);
   in_flight_.erase(it);
   return input_grad;
@@ -213,6 +240,7 @@ void StageRuntime::optimizer_step(int new_version) {
                     "version {}",
                     spec_.stage, new_version, current_));
   }
+  if (spec_.track_gradient_norms) record_gradient_norms();
   auto cur = slots_.at(current_);
   if (cur->refs == 0) {
     optimizer_.step(cur->params, grads_, cur->params);  // nothing else reads them: in place
@@ -247,6 +275,7 @@ void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target, in
   }
   for (size_t i = ms.size(); i-- > 0;) {
     MicroBatch& m = ms[i];
+    if (!outs[i].requires_grad()) continue;  // every layer frozen
     if (spec_.last) {
       outs[i].backward();
     } else if (spec_.per_layer_backward) {
@@ -357,7 +386,10 @@ void StageRuntime::load_state(const std::vector<at::Tensor>& params,
 std::vector<at::Tensor> StageRuntime::gradients(int first_layer, int last_layer) const {
   std::vector<at::Tensor> out;
   for (size_t i = 0; i < grads_.size(); ++i) {
-    if (param_layer_[i] >= first_layer && param_layer_[i] <= last_layer) out.push_back(grads_[i]);
+    if (param_layer_[i] >= std::max(first_layer, spec_.frozen_layers) &&
+        param_layer_[i] <= last_layer) {
+      out.push_back(grads_[i]);
+    }
   }
   return out;
 }
@@ -374,6 +406,35 @@ double StageRuntime::take_loss_sum() {
 
 int StageRuntime::live_versions() const {
   return static_cast<int>(slots_.size());
+}
+
+at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x) {
+  at::NoGradGuard no_grad;
+  for (int l = 0; l < frozen_; ++l) {
+    auto& layer = slot.layers[static_cast<size_t>(l)];
+    layer.ptr()->eval();  // infer() puts every layer back in training mode
+    x = layer.forward(x);
+  }
+  return x;
+}
+
+at::Tensor StageRuntime::frozen_forward(const at::Tensor& input) {
+  return run_frozen(*slots_.at(current_), input);
+}
+
+void StageRuntime::record_gradient_norms() {
+  std::vector<double> sq(spec_.layers.size(), 0.0);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (param_layer_[i] < spec_.frozen_layers) continue;
+    const double n = grads_[i].norm().item<double>();
+    sq[static_cast<size_t>(param_index_[i])] += n * n;
+  }
+  norms_.push_back(std::move(sq));
+}
+
+std::vector<std::vector<double>> StageRuntime::take_gradient_norms() {
+  return std::exchange(norms_, {});
 }
 
 }  // namespace pipetwin::exec

@@ -24,6 +24,23 @@
 // buffers, optimizer, load_state) serve checkpoints and re-planning; they too are for use between
 // schedules.
 //
+// Frozen layers (PipeTransformer Section 3.1; issue 4): model layers below StageSpec::frozen_layers
+// are frozen. Since freezing is bottom-up they are a prefix of the stage's layers. They run
+// forward only — without autograd and in eval mode (no dropout; BatchNorm on its running
+// statistics, which stay as they were), so their output is a function of the sample alone, as
+// AutoCache (Section 3.4) requires of F_frozen — and get no gradient, no backward, no optimizer
+// update and no all-reduce (the plan's buckets leave them out, core/cost_model.hpp). The graph of a
+// micro-batch starts at the first active layer. A first stage's frozen prefix is F_frozen ("kept in
+// a separate model instance F_frozen in the first device of a pipeline", Section 3.2.1): the
+// worker runs it once per step over the replica's whole batch (frozen_forward) and hands forward()
+// its output; a frozen prefix of a later stage (a plan that keeps frozen layers in place, "freeze
+// only") runs inside forward(), and as nothing below it trains, its backward returns a zero input
+// gradient for the upstream stage's schedule.
+//
+// Gradient norms (the freeze algorithm's input, Equation 1): with track_gradient_norms, every
+// optimizer step records the squared L2 norm of each layer's gradient as the step applies it
+// (after the all-reduce); take_gradient_norms() hands them over between windows.
+//
 // Thread-safety: not thread-safe; called from its device's compute thread only (the collective
 // thread reads gradients() only while the schedule's dependencies keep the compute thread off
 // them), or from the trainer's thread between schedules.
@@ -52,6 +69,8 @@ struct StageSpec {
   // replica, mb), in its forward and again in its recompute (layers.hpp "Dropout").
   uint64_t dropout_seed = 0;
   int replica = 0;
+  int frozen_layers = 0;              // model layers [0, frozen_layers) are frozen (see above)
+  bool track_gradient_norms = false;  // record per-layer gradient norms at each optimizer step
 };
 
 // "[32, 16]": a tensor's shape for messages.
@@ -72,8 +91,9 @@ class StageRuntime {
   // versions itself (one per optimizer step), independently of what the schedule says.
   int last_version_used() const { return last_used_; }
 
+  // `past_frozen`: `input` is the output of the stage's frozen prefix already (F_frozen).
   at::Tensor forward(int mb, int version, const at::Tensor& input, bool keep_graph,
-                     const at::Tensor& target);
+                     const at::Tensor& target, bool past_frozen = false);
   void recompute(int mb, int version);
   at::Tensor backward(int mb, int version, const at::Tensor& grad_output,
                       const std::function<void(int layer)>& on_layer_done);
@@ -89,7 +109,15 @@ class StageRuntime {
   // (evaluation); the stage output, not the loss.
   at::Tensor infer(const at::Tensor& input);
 
-  // Accumulated gradients of the parameters of model layers [first, last] of this stage.
+  // Layers of this stage that are frozen: the first frozen_count() of spec().layers.
+  int frozen_count() const { return frozen_; }
+  // The frozen prefix's forward over `input` (eval mode, no autograd): F_frozen's output.
+  at::Tensor frozen_forward(const at::Tensor& input);
+  // Per optimizer step since the last call, the squared gradient norm of each of spec().layers
+  // (0 for frozen layers); empty unless spec().track_gradient_norms.
+  std::vector<std::vector<double>> take_gradient_norms();
+
+  // Accumulated gradients of the active parameters of model layers [first, last] of this stage.
   std::vector<at::Tensor> gradients(int first_layer, int last_layer) const;
   // Parameters of the current version (for tests and checkpoints), in layer order.
   std::vector<at::Tensor> parameters() const;
@@ -113,6 +141,8 @@ class StageRuntime {
   Slot& slot_of(int version, const char* who, int mb);
   std::shared_ptr<Slot> new_slot();
   at::Tensor run(Slot& slot, MicroBatch& m, bool with_graph);
+  at::Tensor run_frozen(Slot& slot, at::Tensor x);
+  void record_gradient_norms();
   void release(int version);
 
   StageSpec spec_;
@@ -122,8 +152,11 @@ class StageRuntime {
   std::map<int, std::shared_ptr<Slot>> slots_;  // by version
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
-  std::vector<at::Tensor> grads_;  // shared .grad of every slot's parameters
-  std::vector<int> param_layer_;   // model layer of each parameter
+  std::vector<at::Tensor> grads_;           // shared .grad of every slot's parameters
+  std::vector<int> param_layer_;            // model layer of each parameter
+  std::vector<int> param_index_;            // index in spec_.layers of each parameter's layer
+  int frozen_ = 0;                          // frozen layers (a prefix of spec_.layers)
+  std::vector<std::vector<double>> norms_;  // per optimizer step, per layer: squared norms
   int current_ = 0;
   int last_used_ = 0;
   int64_t micro_batch_offset_ = 0;  // global number of the schedule's micro-batch 0

@@ -9,42 +9,76 @@
 
 namespace pipetwin::exec {
 
-EpochBatches::EpochBatches(at::Tensor inputs, at::Tensor labels, int samples_per_step,
-                           uint64_t seed)
+EpochBatches::EpochBatches(at::Tensor inputs, at::Tensor labels, uint64_t seed)
     : inputs_(std::move(inputs)),
       labels_(std::move(labels)),
-      samples_per_step_(samples_per_step),
-      seed_(seed) {}
+      sampler_(static_cast<long>(labels_.size(0)), 1, seed) {}
 
-const std::vector<int64_t>& EpochBatches::order_locked(int64_t epoch) {
-  auto it = orders_.find(epoch);
-  if (it != orders_.end()) return it->second;
-  // Stages run at most a window apart: forget epochs long past.
-  while (!orders_.empty() && orders_.begin()->first < epoch - 1) orders_.erase(orders_.begin());
-  at::Generator gen = at::detail::createCPUGenerator(seed_ * 7919 + static_cast<uint64_t>(epoch));
-  const at::Tensor perm = at::randperm(samples(), gen, at::kLong);
-  std::vector<int64_t> o(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + perm.numel());
-  return orders_.emplace(epoch, std::move(o)).first->second;
+int EpochBatches::epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sampler_.epoch();
 }
 
-std::vector<int64_t> EpochBatches::order(int64_t epoch) {
+int64_t EpochBatches::consumed() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return order_locked(epoch);
+  return sampler_.consumed();
 }
 
-void EpochBatches::set_order(int64_t epoch, std::vector<int64_t> order) {
+int64_t EpochBatches::steps_left(int replicas, int batch) const {
   std::lock_guard<std::mutex> lock(mu_);
-  orders_[epoch] = std::move(order);
+  return (samples() - sampler_.consumed()) / (static_cast<int64_t>(replicas) * batch);
+}
+
+void EpochBatches::draw(int64_t first_step, int64_t steps, int replicas, int batch) {
+  forget_steps();  // before taking mu_: cached() takes the base's lock, then mini_batch() ours
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t per_step = static_cast<int64_t>(replicas) * batch;
+  if (steps > (samples() - sampler_.consumed()) / per_step) {
+    throw std::logic_error(fmt::format("data: {} steps of {} samples asked, epoch {} has {} left",
+                                       steps, per_step, sampler_.epoch(),
+                                       samples() - sampler_.consumed()));
+  }
+  first_step_ = first_step;
+  drawn_.clear();
+  for (int64_t k = 0; k < steps; ++k) {
+    const elastic::ElasticSampler::Step st = sampler_.next_step(replicas, batch);
+    std::vector<int64_t> ids;
+    for (const auto& r : st.ids) ids.insert(ids.end(), r.begin(), r.end());
+    drawn_.push_back(std::move(ids));
+  }
+}
+
+void EpochBatches::begin_epoch(int epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sampler_.begin_epoch(epoch);
+}
+
+elastic::ElasticSampler::Position EpochBatches::position() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sampler_.position();
+}
+
+void EpochBatches::restore(const elastic::ElasticSampler::Position& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sampler_.restore(p);
+}
+
+std::pair<at::Tensor, at::Tensor> EpochBatches::example_batch() {
+  const int64_t n = std::min<int64_t>(samples_per_step(), samples());
+  return {inputs_.narrow(0, 0, n), labels_.narrow(0, 0, n)};
 }
 
 std::pair<at::Tensor, at::Tensor> EpochBatches::mini_batch(int step) {
-  const int64_t per_epoch = steps_per_epoch();
-  const int64_t epoch = step / per_epoch, first = (step % per_epoch) * samples_per_step_;
   std::vector<int64_t> idx;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto& o = order_locked(epoch);
-    idx.assign(o.begin() + first, o.begin() + first + samples_per_step_);
+    const int64_t k = step - first_step_;
+    if (k < 0 || k >= static_cast<int64_t>(drawn_.size())) {
+      throw std::logic_error(fmt::format("data: step {} was not drawn (steps {}..{} were)", step,
+                                         first_step_,
+                                         first_step_ + static_cast<int64_t>(drawn_.size()) - 1));
+    }
+    idx = drawn_[static_cast<size_t>(k)];
   }
   const at::Tensor i = at::tensor(idx, at::kLong);
   return {inputs_.index_select(0, i), labels_.index_select(0, i)};
@@ -66,9 +100,9 @@ TrainData digits_data(const TrainDataOptions& o) {
   }
   TrainData out;
   auto epochs = std::make_unique<EpochBatches>(inputs.index_select(0, ti),
-                                               d.labels.index_select(0, ti), o.batch, o.seed);
+                                               d.labels.index_select(0, ti), o.seed);
   out.epochs = epochs.get();
-  out.steps_per_epoch = epochs->steps_per_epoch();
+  out.steps_per_epoch = epochs->samples() / o.batch;
   out.train = std::move(epochs);
   const at::Tensor held_in = inputs.index_select(0, hi), held_y = d.labels.index_select(0, hi);
   for (int64_t b = 0; b < held_in.size(0); b += o.batch) {

@@ -3,18 +3,24 @@
 //
 // digits / digits-tokens: the sklearn digits images (models/dataset.hpp). Sample i is held out
 // when i % 5 == 4 (360 of 1797 samples; the file lists the classes in turn, so every class keeps
-// about a fifth out), the other 1437 train. An epoch is floor(1437 / B) optimizer steps of B
-// samples: epoch e walks the training split in the order randperm(seed * 7919 + e) and drops the
-// remainder (as DistributedSampler with drop_last does), so every replica's share of every step
-// is full and each sample is trained at most once per epoch. The order is the data generator's
-// whole state: a checkpoint stores the current epoch's order and the step (the sampler's
-// position), and a resumed run uses that order (set_order), so it continues the same sequence
-// even if the generator changed between versions.
+// about a fifth out), the other 1437 train. The training split is walked by the elastic sampler
+// (core/elastic/elastic_sampler.hpp; PipeTransformer Section 3.3, "Dataset Redistribution"): each
+// epoch a fresh seeded shuffle, handed out as a stream; every optimizer step takes the next
+// dp x b samples (b per pipeline replica, replica r the r-th b of them) and the epoch ends when
+// fewer than dp x b are left. Because a step only advances a cursor, the data-parallel width may
+// change between any two steps (AutoDP) and still no sample is trained twice in an epoch, and all
+// samples of a step weigh the same (1 / (dp x b): the stages scale every sample's loss so).
+// Unlike the sampler's own last step of an epoch, which may be short, the executor keeps every
+// step full (a micro-batch's shape is fixed for the whole schedule), so the remainder of an epoch
+// (fewer than dp x b samples, different ones every epoch) is dropped, as DistributedSampler with
+// drop_last does. At B = 32 an epoch is 44 steps (1408 samples) at dp 1 and 22 at dp 2. The
+// sampler's position (epoch and cursor) is the data's whole state: a checkpoint stores it and a
+// resumed run restores it.
 // synthetic: the model's own generator (exec/data.hpp); an epoch is `steps_per_epoch` steps (the
 // data is endless) and the held-out split is `eval_batches` batches drawn from another seed.
 //
 // Thread-safety: the training BatchSource is thread-safe (stage threads read it concurrently);
-// order()/set_order() may be called between windows.
+// draw(), begin_epoch() and restore() are called between windows.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/elastic/elastic_sampler.hpp"
 #include "exec/data.hpp"
 
 namespace pipetwin::models {
@@ -35,25 +42,35 @@ struct LayeredModel;
 
 namespace pipetwin::exec {
 
-// The training split of a finite data set, epoch after epoch in seeded orders.
+// The training split of a finite data set, epoch after epoch, through the elastic sampler.
 class EpochBatches : public BatchSource {
  public:
-  EpochBatches(at::Tensor inputs, at::Tensor labels, int samples_per_step, uint64_t seed);
+  EpochBatches(at::Tensor inputs, at::Tensor labels, uint64_t seed);
+  // A step draw() has drawn: its samples, replica 0's first.
   std::pair<at::Tensor, at::Tensor> mini_batch(int step) override;
 
   int64_t samples() const { return labels_.size(0); }
-  int64_t steps_per_epoch() const { return samples() / samples_per_step_; }
-  // Indices into the split, in the order of `epoch`; set_order replaces it (a resumed run).
-  std::vector<int64_t> order(int64_t epoch);
-  void set_order(int64_t epoch, std::vector<int64_t> order);
+  int epoch() const;
+  int64_t consumed() const;  // samples of the current epoch drawn so far
+  // Full steps of `replicas` x `batch` samples left in the current epoch.
+  int64_t steps_left(int replicas, int batch) const;
+  // Draws global steps [first_step, first_step + steps), `replicas` x `batch` samples each, from
+  // the current epoch (there must be that many full steps left); mini_batch() serves them.
+  void draw(int64_t first_step, int64_t steps, int replicas, int batch);
+  void begin_epoch(int epoch);
+  elastic::ElasticSampler::Position position() const;
+  void restore(const elastic::ElasticSampler::Position& position);  // InputError when invalid
+
+ protected:
+  // The first samples of the split (a dry run's shapes).
+  std::pair<at::Tensor, at::Tensor> example_batch() override;
 
  private:
-  const std::vector<int64_t>& order_locked(int64_t epoch);
   at::Tensor inputs_, labels_;
-  int samples_per_step_;
-  uint64_t seed_;
-  std::mutex mu_;
-  std::map<int64_t, std::vector<int64_t>> orders_;
+  mutable std::mutex mu_;
+  elastic::ElasticSampler sampler_;
+  int64_t first_step_ = 0;
+  std::vector<std::vector<int64_t>> drawn_;  // sample ids of each drawn step
 };
 
 struct TrainDataOptions {
@@ -67,8 +84,8 @@ struct TrainDataOptions {
 
 struct TrainData {
   std::shared_ptr<BatchSource> train;
-  EpochBatches* epochs = nullptr;  // `train` when it walks a finite split, for its order
-  int64_t steps_per_epoch = 0;
+  EpochBatches* epochs = nullptr;  // `train` when it walks a finite split, for its sampler
+  int64_t steps_per_epoch = 0;     // at the batch of the options
   std::vector<std::pair<at::Tensor, at::Tensor>> eval;  // held-out (input, target) batches
   std::string description;                              // "digits: 1437 train, 360 held out"
 };

@@ -68,11 +68,18 @@ void TrainOptions::validate() const {
   if ((checkpoint_every_steps > 0 || checkpoint_every_epoch || resume) && checkpoint_dir.empty()) {
     throw InputError("--checkpoint-every and --resume need --checkpoint-dir");
   }
+  if (elastic) elastic->validate();
 }
 
 Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
     : plan_(plan), options_(std::move(options)), dist_(dist), progress_(new Progress) {
   options_.validate();
+  if (options_.elastic) {
+    elastic_ = std::make_unique<ElasticPolicy>(plan, *options_.elastic);
+    if (options_.elastic->unit == elastic::FreezeUnit::kStep) {
+      options_.policy_interval_steps = options_.elastic->interval;
+    }
+  }
   asynchronous_ = schedule_info(plan.schedule).asynchronous;
   const at::ScalarType dtype = options_.exec.float64 ? at::kDouble : at::kFloat;
   data_model_ = std::make_unique<models::LayeredModel>(
@@ -94,8 +101,8 @@ Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
         "at epoch ends; give multiples of the {} steps of an epoch (or --checkpoint-every epoch)",
         plan.schedule, spe));
   }
-  session_ = std::make_unique<PipelineSession>(plan_, options_.exec, dist_, data_->train);
-  fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
+  session_ = std::make_unique<PipelineSession>(plan_, session_options(), dist_, data_->train);
+  fingerprint_ = initial_fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
   if (!options_.checkpoint_dir.empty()) {
     std::filesystem::create_directories(options_.checkpoint_dir);
     if (!options_.resume && read_manifest(options_.checkpoint_dir)) {
@@ -125,26 +132,34 @@ int64_t Trainer::steps_per_epoch() const {
   return data_->steps_per_epoch;
 }
 
+int64_t Trainer::epoch() const {
+  return progress_->epoch;
+}
+
 int Trainer::frozen_layers() const {
   return progress_->frozen_layers;
 }
 
 bool Trainer::finished() const {
-  const int64_t s = progress_->step;
-  return s >= options_.epochs * steps_per_epoch() ||
-         (options_.max_steps > 0 && s >= options_.max_steps);
+  return progress_->epoch >= options_.epochs ||
+         (options_.max_steps > 0 && progress_->step >= options_.max_steps);
+}
+
+int64_t Trainer::epoch_steps_left() const {
+  if (data_->epochs) return data_->epochs->steps_left(plan_.dp, plan_.batch_size / plan_.dp);
+  return steps_per_epoch() - progress_->epoch_step;
 }
 
 int64_t Trainer::next_boundary() const {
-  const int64_t s = progress_->step, spe = steps_per_epoch();
+  const int64_t s = progress_->step;
   auto next_multiple = [s](int64_t k) { return (s / k + 1) * k; };
-  int64_t end = std::min(next_multiple(spe), options_.epochs * spe);
+  int64_t end = s + epoch_steps_left();
   if (options_.max_steps > 0) end = std::min(end, options_.max_steps);
   if (!asynchronous_) {
     if (options_.checkpoint_every_steps > 0) {
       end = std::min(end, next_multiple(options_.checkpoint_every_steps));
     }
-    if (policy_ && options_.policy_interval_steps > 0) {
+    if ((policy_ || elastic_) && options_.policy_interval_steps > 0) {
       end = std::min(end, next_multiple(options_.policy_interval_steps));
     }
   }
@@ -152,10 +167,10 @@ int64_t Trainer::next_boundary() const {
 }
 
 void Trainer::set_learning_rate() {
-  const int64_t epoch = progress_->step / steps_per_epoch();
   double lr = options_.exec.optimizer.lr;
   if (options_.lr_decay_every > 0) {
-    lr *= std::pow(options_.lr_decay, static_cast<double>(epoch / options_.lr_decay_every));
+    lr *= std::pow(options_.lr_decay,
+                   static_cast<double>(progress_->epoch / options_.lr_decay_every));
   }
   progress_->lr = lr;
   for (const auto& [d, stages] : session_->hosted()) {
@@ -165,32 +180,61 @@ void Trainer::set_learning_rate() {
 
 void Trainer::run_steps(int64_t end) {
   set_learning_rate();
-  const int64_t first = progress_->step;
+  Progress& p = *progress_;
+  const int64_t first = p.step, n = end - first;
+  if (data_->epochs) data_->epochs->draw(first, n, plan_.dp, plan_.batch_size / plan_.dp);
   const bool warmup = options_.exec.warmup && !session_warm_;
-  const WindowResult w =
-      session_->run_window(static_cast<int>(first), static_cast<int>(end - first), warmup);
+  const WindowResult w = session_->run_window(static_cast<int>(first), static_cast<int>(n), warmup);
   session_warm_ = true;
-  for (double l : w.step_loss_sum) progress_->loss_sum += l;
-  progress_->samples += (end - first) * plan_.batch_size;
-  progress_->steps += end - first;
-  progress_->train_s += w.seconds;
-  progress_->step = end;
+  for (double l : w.step_loss_sum) p.loss_sum += l;
+  p.samples += n * plan_.batch_size;
+  p.steps += n;
+  p.epoch_step += n;
+  p.epoch_sample += n * plan_.batch_size;
+  p.train_s += w.seconds;
+  p.step = end;
+  if (elastic_) collect_gradient_norms(n);
+}
+
+void Trainer::begin_epoch() {
+  Progress& p = *progress_;
+  ++p.epoch;
+  p.epoch_step = 0;
+  p.epoch_sample = 0;
+  if (data_->epochs) data_->epochs->begin_epoch(static_cast<int>(p.epoch));
 }
 
 TrainResult Trainer::run() {
   if (options_.resume) resume();
   progress_->mark = std::chrono::steady_clock::now();
   while (!finished()) {
-    run_steps(next_boundary());
-    const int64_t s = progress_->step;
-    if (s % steps_per_epoch() == 0) finish_epoch();
-    if (checkpoint_due()) checkpoint();
-    const bool policy_point = options_.policy_interval_steps > 0
-                                  ? s % options_.policy_interval_steps == 0
-                                  : s % steps_per_epoch() == 0;
-    if (policy_ && policy_point && !finished()) {
-      if (auto t = policy_(*this, s)) apply(*t);
+    const bool stepped = epoch_steps_left() > 0;
+    if (stepped) {
+      run_steps(next_boundary());
+    } else if (progress_->epoch_step == 0) {
+      throw InputError(
+          fmt::format("plan: batch_size: {} samples a step leave no full step in an "
+                      "epoch of the training data",
+                      plan_.batch_size));
     }
+    const int64_t s = progress_->step;
+    const bool epoch_end = epoch_steps_left() == 0;
+    if (epoch_end) finish_epoch();
+    const bool policy_point = options_.policy_interval_steps > 0
+                                  ? stepped && s % options_.policy_interval_steps == 0
+                                  : epoch_end;
+    // Not after the last epoch; but at --max-steps, yes: a run split there and resumed must
+    // re-plan where the uninterrupted run does.
+    if (policy_point && progress_->epoch < options_.epochs) {
+      std::optional<Transition> t;
+      if (elastic_) {
+        t = elastic_decision(epoch_end);
+      } else if (policy_) {
+        t = policy_(*this, s);
+      }
+      if (t) apply(*t);
+    }
+    if (checkpoint_due(epoch_end)) checkpoint();
   }
   if (!options_.checkpoint_dir.empty() && progress_->last_checkpoint != progress_->step) {
     checkpoint();
@@ -258,7 +302,7 @@ void Trainer::finish_epoch() {
       sum_over_ranks({progress_->loss_sum, eval[0], eval[1], eval[2], eval[3]});
   Progress& p = *progress_;
   EpochReport r;
-  r.epoch = static_cast<int>(p.step / steps_per_epoch()) - 1;
+  r.epoch = static_cast<int>(p.epoch);
   r.step = p.step;
   r.K = plan_.num_stages();
   r.dp = plan_.dp;
@@ -268,6 +312,7 @@ void Trainer::finish_epoch() {
   r.samples = p.samples;
   r.lr = p.lr;
   r.train_s = p.train_s;
+  r.transition_s = p.transition_s;
   p.wall_s += seconds_since(p.mark);
   p.mark = std::chrono::steady_clock::now();
   r.wall_s = p.wall_s;
@@ -278,7 +323,8 @@ void Trainer::finish_epoch() {
   p.log.push_back(r);
   p.loss_sum = 0;
   p.samples = p.steps = 0;
-  p.train_s = p.wall_s = 0;
+  p.train_s = p.wall_s = p.transition_s = 0;
+  begin_epoch();
   write_outputs();
   if (options_.verbose && session_->rank() == 0) {
     std::printf(
@@ -314,8 +360,9 @@ void Trainer::write_outputs() const {
       e.steps = r.steps;
       e.samples = r.samples;
       e.compute_s = r.train_s;
-      e.time_s = r.train_s;
-      e.throughput_samples_per_s = r.samples_per_s;
+      e.transition_s = r.transition_s;
+      e.time_s = r.train_s + r.transition_s;
+      e.throughput_samples_per_s = e.time_s > 0 ? static_cast<double>(r.samples) / e.time_s : 0;
       e.loss = r.eval_loss;
       e.accuracy = r.eval_accuracy;
       log.epochs.push_back(e);
@@ -326,6 +373,7 @@ void Trainer::write_outputs() const {
     elastic::FreezeTrace t;
     t.model = plan_.model;
     t.layers = p.freeze_layers;
+    if (elastic_) t.alpha = elastic_->options().alpha;
     t.source = "executor";
     t.events = p.freeze;
     elastic::save_freeze_trace(t, options_.freeze_trace);
@@ -333,40 +381,24 @@ void Trainer::write_outputs() const {
 }
 
 void Trainer::apply(const Transition& t) {
-  if (dist_) {
+  const Progress& p = *progress_;
+  if (t.plan.model != plan_.model) {
     throw InputError(
-        "elastic transition: moving layer state between processes is not implemented yet "
-        "(run the elastic trainer in one process)");
+        fmt::format("elastic transition: the new plan must keep the model ({}, not {})",
+                    plan_.model, t.plan.model));
   }
-  if (t.frozen_layers != progress_->frozen_layers) {
+  if (t.frozen_layers < p.frozen_layers || t.frozen_layers > p.freeze_layers) {
     throw InputError(fmt::format(
-        "elastic transition: frozen_layers {} (now {}): the stage runtimes do not freeze layers "
-        "yet",
-        t.frozen_layers, progress_->frozen_layers));
+        "elastic transition: frozen_layers must be in {}..{} (layers do not thaw; {} given)",
+        p.frozen_layers, p.freeze_layers, t.frozen_layers));
   }
-  if (t.plan.model != plan_.model || t.plan.batch_size != plan_.batch_size) {
-    throw InputError(
-        fmt::format("elastic transition: the new plan must keep the model ({}) and the batch ({})",
-                    plan_.model, plan_.batch_size));
-  }
-  // One copy of every layer: replica 0's stages (replicas are equal).
-  StageState all;
-  for (int s = 0; s < plan_.num_stages(); ++s) {
-    const StageState st = capture_stage(0, *session_->runtime(0, s), session_->model());
-    all.optimizer_steps = st.optimizer_steps;
-    for (const auto& x : st.tensors) all.tensors.push_back({x.name, x.role, x.value.clone()});
-  }
-  session_ = std::make_unique<PipelineSession>(t.plan, options_.exec, dist_, data_->train);
-  session_warm_ = false;
-  plan_ = t.plan;
-  fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
-  for (const auto& [d, stages] : session_->hosted()) {
-    for (const auto& [s, rt] : stages) {
-      all.stage = s;
-      restore_stage(all, *rt, session_->model(), "elastic transition");
-    }
-  }
-  set_learning_rate();
+  Transition checked = t;
+  checked.plan.frozen_layers = t.frozen_layers == 0
+                                   ? 0
+                                   : elastic::TransformerLayers::from_profile(t.plan.profile)
+                                         .frozen_profile_layers(t.frozen_layers);
+  checked.plan.validate("elastic transition: plan");
+  carry_out(checked);
 }
 
 }  // namespace pipetwin::exec

@@ -12,18 +12,23 @@
 // step-granular checkpoints or limits that are not whole epochs: a resumed run then drains at
 // exactly the points the uninterrupted run did, and reproduces it bit for bit.
 //
+// Epochs: a finite data set is walked by the elastic sampler (exec/train_data.hpp): an epoch ends
+// when fewer samples are left than a step takes, so when a re-plan changes the data-parallel
+// width, the steps of an epoch change with it; synthetic data has `steps_per_epoch` steps per
+// epoch whatever the width.
+//
 // Per epoch it evaluates the held-out split on the current weights (replica 0's stages, in
 // stage order, activations passed between ranks over the session's transport; dropout off) and
 // records epoch, step, K, DP width, M, frozen layers, learning rate, samples/s, train loss (mean
-// per-sample loss of the epoch's steps), eval loss and accuracy, training and wall time. Rank 0
-// writes, atomically after every epoch: the log (JSON lines), optionally the same epochs as a
-// "pipetwin.elastic_log" (core/elastic/epoch_log.hpp, so `pipetwin simulate --elastic` output
-// lines up with it) and a "pipetwin.freeze_trace" (for the baseline one event: 0 frozen layers
-// from step 0).
+// per-sample loss of the epoch's steps), eval loss and accuracy, training, transition and wall
+// time. Rank 0 writes, atomically after every epoch: the log (JSON lines), optionally the same
+// epochs as a "pipetwin.elastic_log" (core/elastic/epoch_log.hpp, so `pipetwin simulate
+// --elastic` output lines up with it) and a "pipetwin.freeze_trace" (an event at the start, and
+// one at every change of the frozen count, at the epoch and sample where it took effect).
 //
 // Checkpoints (exec/checkpoint.hpp) hold everything the next step depends on: every hosted
-// stage's weights, buffers and optimizer state, the step (hence epoch and sampler position),
-// the current epoch's data order, the default CPU generator's state, the dropout key base (the
+// stage's weights, buffers and optimizer state, the step, the epoch and the sampler's position
+// in it, the default CPU generator's state, the dropout key base (the
 // seed; keys are (seed, replica, global micro-batch), so the step fixes them), the learning-rate
 // schedule and its position, the frozen boundary and the freeze trace, the epoch's partial sums
 // and the log so far. Every rank writes its own file; the ranks agree over the world group that
@@ -33,15 +38,24 @@
 // manifest and this rank's file against the plan and the options, and the ranks agree that every
 // rank loaded before training goes on.
 //
-// Elastic hook: set_policy() installs a function the trainer asks at every epoch end (or every
-// `policy_interval_steps`); it may return a Transition — a new plan (K, M, partition, DP width)
-// and a frozen layer count. apply() then captures the state of every layer by name
-// (capture_stage), builds a new session for the new plan and restores the state into it by name
-// (restore_stage), so weights, optimizer state, step, sampler position and learning-rate position
-// carry over. Implemented in one process; across processes the layer state must first move
-// between ranks (AutoDP's "newly active processes receive weights, optimizer state, ..."), which
-// is left to the elastic work, as is freezing inside the stage runtimes: apply() refuses a frozen
-// layer count other than the current one (it records the count and the freeze trace only).
+// Checkpoints also hold the current plan and the elastic policy's state, so a run resumes after
+// a transition with the plan it had then (the manifest's fingerprint is the current plan's).
+//
+// Elastic training (PipeTransformer, issue 4): with TrainOptions::elastic the trainer owns an
+// ElasticPolicy (exec/elastic_policy.hpp). The stage runtimes record every optimizer step's
+// per-layer gradient norms; after each window the trainer sums them over the ranks and feeds
+// the policy; at the policy's freeze steps (epoch ends, or every `interval` steps) Equation 1
+// gives the new frozen count, the ranks agree on it (rank 0's), and if it grew, AutoPipe and
+// AutoDP give the new plan. set_policy() installs any other function the trainer asks at epoch
+// ends (or every `policy_interval_steps`). Either way a Transition — a new plan (K, M,
+// partition, DP width) and a frozen layer count, never smaller — goes to apply(): every layer's
+// state moves from the rank that holds it to every rank (exec/state_exchange.hpp: weights,
+// buffers, optimizer state), a new session is built for the new plan (its stage runtimes freeze
+// the plan's frozen layers, exec/stage.hpp), and the state is restored by name. Step, epoch,
+// sampler position and learning-rate position are the trainer's and carry over as they are
+// (every rank keeps the same). A failure during a transition (a peer that dies: collectives fail
+// or time out) ends the run on every rank with a RunFailure naming the transition. PIPETWIN_FAULT
+// `transition=S` fires in the transition after step S, once the first stage's state has crossed.
 //
 // Thread-safety: one thread drives a Trainer.
 #pragma once
@@ -60,6 +74,7 @@
 #include "core/json_io.hpp"
 #include "core/plan.hpp"
 #include "exec/checkpoint.hpp"
+#include "exec/elastic_policy.hpp"
 #include "exec/executor.hpp"
 
 namespace pipetwin::exec {
@@ -84,12 +99,13 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int checkpoint_every_steps = 0;  // 0: not by steps
   bool checkpoint_every_epoch = false;
-  bool resume = false;            // continue from checkpoint_dir's manifest
-  std::string log;                // JSON lines, one per epoch (rank 0)
-  std::string epoch_log;          // "pipetwin.elastic_log" (.csv: CSV); empty: none
-  std::string freeze_trace;       // "pipetwin.freeze_trace"; empty: none
-  int policy_interval_steps = 0;  // 0: the policy is asked at epoch ends
-  bool verbose = false;           // print one line per epoch on rank 0
+  bool resume = false;                    // continue from checkpoint_dir's manifest
+  std::string log;                        // JSON lines, one per epoch (rank 0)
+  std::string epoch_log;                  // "pipetwin.elastic_log" (.csv: CSV); empty: none
+  std::string freeze_trace;               // "pipetwin.freeze_trace"; empty: none
+  int policy_interval_steps = 0;          // 0: the policy is asked at epoch ends
+  bool verbose = false;                   // print one line per epoch on rank 0
+  std::optional<ElasticOptions> elastic;  // PipeTransformer: freeze, AutoPipe, AutoDP
 
   void validate() const;  // InputError naming the flag
 };
@@ -100,8 +116,9 @@ struct EpochReport {
   int K = 1, dp = 1, M = 1, frozen_layers = 0;
   int64_t steps = 0, samples = 0;
   double lr = 0;
-  double train_s = 0;  // in training windows
-  double wall_s = 0;   // the whole epoch: windows, evaluation, checkpoints
+  double train_s = 0;       // in training windows
+  double transition_s = 0;  // in transitions (re-plans) during the epoch
+  double wall_s = 0;        // the whole epoch: windows, evaluation, checkpoints
   double samples_per_s = 0;
   double train_loss = 0, eval_loss = 0;
   std::optional<double> eval_accuracy;  // none for regression
@@ -117,11 +134,6 @@ struct TrainResult {
   int64_t last_checkpoint = -1;     // the step of the last checkpoint written, -1: none
   // Final weights of the stages hosted here: (replica, stage) -> tensors (parameters()).
   std::map<std::pair<int, int>, std::vector<at::Tensor>> parameters;
-};
-
-struct Transition {
-  Plan plan;
-  int frozen_layers = 0;
 };
 
 class Trainer {
@@ -140,23 +152,37 @@ class Trainer {
 
   const Plan& plan() const { return plan_; }
   int64_t step() const;
-  int64_t steps_per_epoch() const;
+  int64_t steps_per_epoch() const;  // at the batch of the start
+  int64_t epoch() const;            // the epoch under way (epochs finished)
   int frozen_layers() const;
+  const ElasticPolicy* elastic() const { return elastic_.get(); }
 
  private:
   struct Progress;
   int64_t next_boundary() const;
+  int64_t epoch_steps_left() const;
   bool finished() const;
   void run_steps(int64_t end);
   void finish_epoch();
+  void begin_epoch();
+  ExecOptions session_options() const;
+  void replace_session(const Plan& plan);
+  // Elastic training (trainer_elastic.cpp).
+  void collect_gradient_norms(int64_t steps);
+  std::optional<Transition> elastic_decision(bool epoch_end);
+  void carry_out(const Transition& transition);
+  void agree_on_position(const Plan& next) const;
   void evaluate(double sums[4]);
   void write_outputs() const;
   void set_learning_rate();
-  bool checkpoint_due() const;
+  bool checkpoint_due(bool epoch_end) const;
   void checkpoint();
   RankState capture_state();  // this rank's part of a checkpoint
   Manifest gather_manifest(const ManifestFile& mine) const;
   void resume();
+  std::optional<Plan> resumed_plan(const Manifest& m, const RankState& st,
+                                   const std::string& origin) const;
+  void restore_stages(const RankState& st, const std::string& origin);
   Json progress_json() const;
   void restore_progress(const JsonView& v);
   std::vector<double> sum_over_ranks(std::vector<double> values) const;
@@ -174,8 +200,10 @@ class Trainer {
   std::unique_ptr<PipelineSession> session_;
   bool session_warm_ = false;
   Policy policy_;
+  std::unique_ptr<ElasticPolicy> elastic_;
   bool asynchronous_ = false;
   std::string fingerprint_;
+  std::string initial_fingerprint_;  // of the plan the run started with
   TrainResult result_;
 };
 

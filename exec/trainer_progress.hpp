@@ -14,8 +14,11 @@
 namespace pipetwin::exec {
 
 struct Trainer::Progress {
-  int64_t step = 0;  // global optimizer steps done
-  double lr = 0;     // the learning rate in effect
+  int64_t step = 0;          // global optimizer steps done
+  int64_t epoch = 0;         // the epoch under way (epochs finished)
+  int64_t epoch_step = 0;    // steps of it done
+  int64_t epoch_sample = 0;  // samples of it trained
+  double lr = 0;             // the learning rate in effect
   int frozen_layers = 0;
   int freeze_layers = 0;                     // L of the freeze trace
   std::vector<elastic::FreezeEvent> freeze;  // the freeze trace so far
@@ -23,7 +26,7 @@ struct Trainer::Progress {
   // losses); after a resume rank 0 holds the whole partial sum.
   double loss_sum = 0;
   int64_t samples = 0, steps = 0;
-  double train_s = 0, wall_s = 0;
+  double train_s = 0, wall_s = 0, transition_s = 0;
   std::chrono::steady_clock::time_point mark;  // wall clock counted up to here
   std::vector<EpochReport> log;                // finished epochs
   int64_t last_checkpoint = -1;

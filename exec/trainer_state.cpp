@@ -49,6 +49,7 @@ Json EpochReport::to_json() const {
   j["eval_loss"] = eval_loss;
   j["eval_accuracy"] = optional_number(eval_accuracy);
   j["train_s"] = train_s;
+  j["transition_s"] = transition_s;
   j["wall_s"] = wall_s;
   return j;
 }
@@ -69,6 +70,7 @@ EpochReport EpochReport::from_json(const JsonView& v) {
   r.eval_loss = v.number("eval_loss");
   if (!v.at("eval_accuracy").raw().is_null()) r.eval_accuracy = v.number("eval_accuracy");
   r.train_s = v.number("train_s");
+  r.transition_s = v.nonneg_or("transition_s", 0);
   r.wall_s = v.number("wall_s");
   return r;
 }
@@ -78,8 +80,18 @@ Json Trainer::progress_json() const {
   const auto& o = options_.exec.optimizer;
   Json j;
   j["step"] = p.step;
-  j["epoch"] = p.step / steps_per_epoch();
+  j["epoch"] = p.epoch;
+  j["epoch_step"] = p.epoch_step;
+  j["epoch_sample"] = p.epoch_sample;
   j["steps_per_epoch"] = steps_per_epoch();
+  if (data_->epochs) {
+    const elastic::ElasticSampler::Position pos = data_->epochs->position();
+    j["sampler"] = {{"epoch", pos.epoch}, {"cursor", pos.cursor}};
+  }
+  // The plan in use (a re-plan's), and the one the run started from.
+  j["initial_plan"] = initial_fingerprint_;
+  if (fingerprint_ != initial_fingerprint_) j["plan"] = plan_to_json(plan_);
+  if (elastic_) j["elastic"] = elastic_->state();
   j["seed"] = options_.exec.seed;
   j["data"] = options_.exec.data;
   j["optimizer"] = {{"kind", o.kind},
@@ -102,11 +114,9 @@ Json Trainer::progress_json() const {
                      {"frozen_layers", e.frozen_layers}});
   }
   j["freeze_trace"] = {{"layers", p.freeze_layers}, {"events", std::move(trace)}};
-  j["epoch_partial"] = {{"loss_sum", p.loss_sum},
-                        {"samples", p.samples},
-                        {"steps", p.steps},
-                        {"train_s", p.train_s},
-                        {"wall_s", p.wall_s}};
+  j["epoch_partial"] = {
+      {"loss_sum", p.loss_sum}, {"samples", p.samples},           {"steps", p.steps},
+      {"train_s", p.train_s},   {"transition_s", p.transition_s}, {"wall_s", p.wall_s}};
   Json log = Json::array();
   for (const auto& r : p.log) log.push_back(r.to_json());
   j["log"] = std::move(log);
@@ -131,6 +141,22 @@ void Trainer::restore_progress(const JsonView& v) {
                    "--lr-decay-every");
   Progress& p = *progress_;
   p.step = v.integer("step");
+  p.epoch = v.integer("epoch");
+  p.epoch_step = v.integer("epoch_step");
+  p.epoch_sample = v.integer("epoch_sample");
+  if (data_->epochs) {
+    const JsonView s = v.at("sampler");
+    elastic::ElasticSampler::Position pos;
+    pos.epoch = s.int32("epoch");
+    for (const auto& c : s.at("cursor").items())
+      pos.cursor.push_back(static_cast<long>(c.as_int()));
+    try {
+      data_->epochs->restore(pos);
+    } catch (const InputError& e) {
+      s.fail(e.what());
+    }
+  }
+  if (elastic_) elastic_->restore(v.at("elastic"));
   p.lr = v.number("lr");
   p.frozen_layers = v.int32("frozen_layers");
   const JsonView trace = v.at("freeze_trace");
@@ -145,6 +171,7 @@ void Trainer::restore_progress(const JsonView& v) {
   p.samples = part.integer("samples");
   p.steps = part.integer("steps");
   p.train_s = part.number("train_s");
+  p.transition_s = part.number("transition_s");
   p.wall_s = part.number("wall_s");
   p.log.clear();
   for (const auto& r : v.at("log").items()) p.log.push_back(EpochReport::from_json(r));
@@ -200,11 +227,11 @@ void Trainer::agree(std::exception_ptr failure, const std::string& what, bool in
   }
 }
 
-bool Trainer::checkpoint_due() const {
+bool Trainer::checkpoint_due(bool epoch_end) const {
   if (options_.checkpoint_dir.empty()) return false;
   const int64_t s = progress_->step;
   if (s == progress_->last_checkpoint) return false;
-  return (options_.checkpoint_every_epoch && s % steps_per_epoch() == 0) ||
+  return (options_.checkpoint_every_epoch && epoch_end) ||
          (options_.checkpoint_every_steps > 0 && s % options_.checkpoint_every_steps == 0);
 }
 
@@ -233,11 +260,7 @@ RankState Trainer::capture_state() {
     std::lock_guard<std::mutex> lock(gen.mutex());
     st.rng_state = gen.get_state();
   }
-  if (data_->epochs) {
-    const auto order = data_->epochs->order(p.step / steps_per_epoch());
-    st.data_order = at::tensor(order, at::kLong);
-  }
-  return st;
+  return st;  // the data's position is the sampler's, in `progress`
 }
 
 Manifest Trainer::gather_manifest(const ManifestFile& mine) const {
@@ -299,6 +322,27 @@ void Trainer::checkpoint() {
   p.last_checkpoint = p.step;
 }
 
+std::optional<Plan> Trainer::resumed_plan(const Manifest& m, const RankState& st,
+                                          const std::string& origin) const {
+  if (m.plan == fingerprint_) return std::nullopt;
+  // An elastic run checkpointed after a re-plan: the plan is in the checkpoint, and the run must
+  // have started from --plan.
+  const JsonView v(st.progress, origin, "progress");
+  const std::string initial = v.string_or("initial_plan", "");
+  if (initial != fingerprint_ || !v.has("plan")) {
+    throw InputError(fmt::format(
+        "{}: plan: \"{}\", but --plan gives \"{}\", and the run did not start from it either "
+        "(it started from \"{}\")",
+        origin, m.plan, fingerprint_, initial));
+  }
+  Plan p = plan_from_json(v.at("plan"));
+  const std::string fp = plan_fingerprint(p, options_.exec.float64);
+  if (fp != m.plan) {
+    v.at("plan").fail(fmt::format("fingerprint \"{}\", but the manifest says \"{}\"", fp, m.plan));
+  }
+  return p;
+}
+
 void Trainer::resume() {
   const std::string& dir = options_.checkpoint_dir;
   const std::string manifest_path = dir + "/" + kManifestName;
@@ -308,52 +352,53 @@ void Trainer::resume() {
     throw InputError(fmt::format("{}: world: {} processes wrote it, but this run has {}",
                                  manifest_path, m->world, session_->world()));
   }
-  if (m->plan != fingerprint_) {
+  if (m->plan != fingerprint_ && !elastic_) {
     throw InputError(fmt::format(
         "{}: plan: \"{}\", but --plan gives \"{}\" (another model, partition, schedule, M, DP "
         "width, batch or dtype)",
         manifest_path, m->plan, fingerprint_));
   }
   std::exception_ptr failure;
+  RankState st;
+  std::string origin;
+  std::optional<Plan> plan;
   try {
-    const RankState st = read_rank_file(dir, *m, session_->rank());
-    const std::string origin = dir + "/" + m->files[static_cast<size_t>(st.rank)].file;
-    restore_progress(JsonView(st.progress, origin, "progress"));
-    for (const auto& [d, stages] : session_->hosted()) {
-      for (const auto& [s, rt] : stages) {
-        const int replica = d / session_->shape().devices_per_replica;
-        const StageState* found = nullptr;
-        for (const auto& x : st.stages) {
-          if (x.replica == replica && x.stage == s) found = &x;
-        }
-        if (!found) {
-          throw InputError(fmt::format("{}: stages: no replica {} stage {}", origin, replica, s));
-        }
-        restore_stage(*found, *rt, session_->model(), origin);
-      }
-    }
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(st.rng_state);
-    }
-    if (data_->epochs) {
-      if (!st.data_order.defined() || st.data_order.scalar_type() != at::kLong ||
-          st.data_order.numel() != data_->epochs->samples()) {
-        throw InputError(fmt::format("{}: data_order: expected {} sample indices", origin,
-                                     data_->epochs->samples()));
-      }
-      const at::Tensor o = st.data_order.contiguous();
-      data_->epochs->set_order(
-          progress_->step / steps_per_epoch(),
-          std::vector<int64_t>(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + o.numel()));
-    }
+    st = read_rank_file(dir, *m, session_->rank());
+    origin = dir + "/" + m->files[static_cast<size_t>(st.rank)].file;
+    plan = resumed_plan(*m, st, origin);
   } catch (...) {
     failure = std::current_exception();
   }
   agree(failure, "resume", true);
+  if (plan) replace_session(*plan);  // every rank: the same plan, from the same progress
+  try {
+    restore_progress(JsonView(st.progress, origin, "progress"));
+    restore_stages(st, origin);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree(failure, "resume (state)", true);
   progress_->last_checkpoint = m->step;
   result_.resumed_from = m->step;
+}
+
+void Trainer::restore_stages(const RankState& st, const std::string& origin) {
+  for (const auto& [d, stages] : session_->hosted()) {
+    for (const auto& [s, rt] : stages) {
+      const int replica = d / session_->shape().devices_per_replica;
+      const StageState* found = nullptr;
+      for (const auto& x : st.stages) {
+        if (x.replica == replica && x.stage == s) found = &x;
+      }
+      if (!found) {
+        throw InputError(fmt::format("{}: stages: no replica {} stage {}", origin, replica, s));
+      }
+      restore_stage(*found, *rt, session_->model(), origin);
+    }
+  }
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(st.rng_state);
 }
 
 }  // namespace pipetwin::exec

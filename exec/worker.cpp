@@ -262,10 +262,15 @@ void DeviceWorker::forward(const Action& a) {
     if (e.from == a.stage) ++consumers;
   }
   const int global_step = shared_.first_step + step;
-  if (producers == 0) input = shared_.data->input(global_step, replica_, micro);
+  const bool f_frozen = producers == 0 && st->frozen_count() > 0;
+  if (f_frozen) {
+    input = frozen_input(st, global_step, micro);
+  } else if (producers == 0) {
+    input = shared_.data->input(global_step, replica_, micro);
+  }
   if (st->spec().last) target = shared_.data->target(global_step, replica_, micro);
   const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
-  at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target);
+  at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target, f_frozen);
   for (const auto& e : sh.edges) {
     if (e.from == a.stage) put({Slot::kOutput, a.stage, a.micro_batch, e.to}, out, 1);
   }
@@ -319,6 +324,24 @@ void DeviceWorker::allreduce(const Action& a) {
     devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage));
   const int64_t tag = (static_cast<int64_t>(a.step) * sh.num_stages + a.stage) * 4096 + a.bucket;
   shared_.transport->allreduce_sum(grads, devices, device_, tag);
+}
+
+at::Tensor DeviceWorker::frozen_input(StageRuntime* st, int global_step, int micro) {
+  // F_frozen (PipeTransformer Section 3.2.1): the frozen layers stay out of the pipeline; they run
+  // once per step over the replica's whole batch, and the step's micro-batches enter the pipeline
+  // from their output. Only this device's compute thread gets here.
+  const int M = shared_.schedule->shape().micro_batches;
+  const std::pair<int, int> key{st->spec().stage, global_step};
+  auto it = frozen_out_.find(key);
+  if (it == frozen_out_.end()) {
+    std::vector<at::Tensor> parts;
+    for (int m = 0; m < M; ++m) parts.push_back(shared_.data->input(global_step, replica_, m));
+    const at::Tensor out = st->frozen_forward(at::cat(parts, 0));
+    it = frozen_out_.emplace(key, std::make_pair(out.split(parts[0].size(0), 0), 0)).first;
+  }
+  at::Tensor x = it->second.first[static_cast<size_t>(micro)].contiguous();
+  if (++it->second.second == M) frozen_out_.erase(it);
+  return x;
 }
 
 }  // namespace pipetwin::exec

@@ -6,7 +6,9 @@
 // sends and receives call the Transport; all-reduces sum a stage's gradient bucket over its
 // replicas. Every action is timed with a steady clock and recorded with the weight version the
 // runtime actually used, in the Timeline format the simulator writes. Tensors pass between the
-// device's streams through its Exchange.
+// device's streams through its Exchange. A first stage with frozen layers (F_frozen,
+// exec/stage.hpp) runs them once per step over the replica's whole batch, in the forward of the
+// step's first micro-batch, and feeds every micro-batch of the step from that output.
 //
 // A failure in any thread raises the AbortSignal with the device, action and reason; every other
 // thread then stops at its next wait.
@@ -98,6 +100,8 @@ class DeviceWorker {
   void send(const Action& a);
   void recv(const Action& a);
   void allreduce(const Action& a);
+  // Micro-batch `micro` of the step's F_frozen output (the frozen prefix over the whole batch).
+  at::Tensor frozen_input(StageRuntime* st, int global_step, int micro);
   void put(Key key, at::Tensor t, int consumers);
   at::Tensor take(Key key);
   double now() const;
@@ -113,6 +117,8 @@ class DeviceWorker {
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::map<Key, std::pair<at::Tensor, int>> exchange_;  // tensor, consumers left
+  // (stage, global step) -> F_frozen's output per micro-batch, micro-batches taken so far
+  std::map<std::pair<int, int>, std::pair<std::vector<at::Tensor>, int>> frozen_out_;
   std::vector<TimelineEvent> events_;
   std::vector<MemorySample> memory_;
 };

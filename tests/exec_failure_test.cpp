@@ -12,9 +12,9 @@
 namespace pipetwin {
 namespace {
 
-using ::testing::HasSubstr;
-using testing::ExecSpec;
 using testing::exec_plan;
+using testing::ExecSpec;
+using ::testing::HasSubstr;
 
 TEST(ExecErrors, PlanWhoseLayersAreNotTheModels) {
   ExecSpec s;

@@ -8,4 +8,5 @@ pipetwin_add_test(exec_tests
   exec_train_loop_test.cpp
   exec_checkpoint_test.cpp
   exec_fault_test.cpp
+  exec_elastic_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)

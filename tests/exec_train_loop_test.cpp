@@ -196,15 +196,24 @@ TEST_F(TrainLoop, ATransitionToAnotherPartitionKeepsWeightsAndOptimizerState) {
             1e-6);
 }
 
-TEST_F(TrainLoop, ATransitionThatFreezesIsRefusedForNow) {
+// A transition may freeze more layers, never fewer (layers do not thaw).
+TEST_F(TrainLoop, ATransitionThatThawsIsRefused) {
   ExecSpec a;
+  a.model = "vit:test";
   const Plan pa = exec_plan(a);
-  exec::TrainOptions o = options(2, 2);
+  exec::TrainOptions o = options(2, 3);
   exec::Trainer t(pa, o);
+  int asked = 0;
   t.set_policy([&](const exec::Trainer&, int64_t) -> std::optional<exec::Transition> {
-    return exec::Transition{pa, 1};
+    return exec::Transition{pa, ++asked == 1 ? 1 : 0};
   });
-  EXPECT_THROW(t.run(), InputError);
+  try {
+    t.run();
+    FAIL() << "a transition from 1 frozen layer to 0 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("frozen_layers must be in 1..2 (layers do not thaw; 0 given)"));
+  }
+  EXPECT_EQ(t.frozen_layers(), 1);
 }
 
 TEST_F(TrainLoop, OptionsAreValidated) {

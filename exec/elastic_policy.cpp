@@ -1,0 +1,178 @@
+#include "exec/elastic_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/elastic/autodp.hpp"
+#include "core/elastic/autopipe.hpp"
+#include "core/error.hpp"
+#include "sim/pipeline_sim.hpp"
+
+namespace pipetwin::exec {
+
+using namespace pipetwin::elastic;
+
+void ElasticOptions::validate() const {
+  if (!(alpha > 0 && alpha < 1)) {
+    throw InputError(fmt::format("--alpha must be in (0, 1) ({} given)", alpha));
+  }
+  if (interval < 1) {
+    throw InputError(fmt::format("--freeze-interval must be positive ({} given)", interval));
+  }
+  if (!(lambda_frozen >= 0 && lambda_frozen <= 1)) {
+    throw InputError(fmt::format("--lambda-frozen must be in [0, 1] ({} given)", lambda_frozen));
+  }
+}
+
+ElasticPolicy::ElasticPolicy(const Plan& initial, ElasticOptions options)
+    : initial_(initial),
+      options_(options),
+      tl_(TransformerLayers::from_profile(initial.profile)),
+      sizes_(layer_sizes(initial.profile)),
+      accumulator_(tl_.layers()) {
+  options_.validate();
+  const int K = initial.num_stages();
+  if (initial.devices_per_replica() != K) {
+    throw InputError(fmt::format(
+        "--elastic: the plan puts {} stages on {} devices; elastic training needs one stage per "
+        "device (AutoPipe re-partitions over devices)",
+        K, initial.devices_per_replica()));
+  }
+  if (initial.batch_size % initial.dp != 0) {
+    throw InputError(fmt::format("--elastic: plan batch_size {} does not split over dp {}",
+                                 initial.batch_size, initial.dp));
+  }
+  K_ = K;
+  devices_ = K * initial.dp;
+  batch_ = initial.batch_size / initial.dp;
+  initial_memory_ = layout_pipeline(m_partition(sizes_, 0), K, options_.lambda_frozen).memory();
+}
+
+std::vector<double> ElasticPolicy::transformer_norms(
+    const std::vector<double>& squared_by_layer) const {
+  std::vector<double> out;
+  for (int i = 0; i < tl_.layers(); ++i) {
+    double sq = 0;
+    for (int l = tl_.first(i); l < tl_.first(i + 1); ++l) sq += squared_by_layer.at(l);
+    out.push_back(std::sqrt(sq));
+  }
+  return out;
+}
+
+void ElasticPolicy::observe(const std::vector<double>& norms) {
+  accumulator_.add(norms);
+  pending_.push_back(norms);
+}
+
+bool ElasticPolicy::due(int64_t step, bool epoch_end, int64_t epochs_done) const {
+  if (options_.unit == FreezeUnit::kStep) return step > 0 && step % options_.interval == 0;
+  return epoch_end && epochs_done > 0 && epochs_done % options_.interval == 0;
+}
+
+int ElasticPolicy::freeze_step() {
+  // Equation 1, as FreezePolicy::freeze_step applies it (freeze_policy.hpp), on state that a
+  // checkpoint can hold.
+  const int argmin = options_.gradient_norms ? argmin_count(accumulator_.mean(), frozen_) : -1;
+  real_ = equation1(real_, tl_.layers(), options_.alpha, argmin);
+  frozen_ = std::max(frozen_, static_cast<int>(std::floor(real_ + 1e-9)));
+  accumulator_.reset();
+  pending_.clear();
+  ++T_;
+  return frozen_;
+}
+
+Transition ElasticPolicy::transition(int frozen) {
+  if (frozen < 0 || frozen > tl_.layers()) {
+    throw InputError(fmt::format("elastic transition: frozen layers must be in 0..{} ({} given)",
+                                 tl_.layers(), frozen));
+  }
+  // Algorithm 1 lines 25-33: m_partition, then K -> K/2 while Equation 2 holds.
+  const SubLayers sub = m_partition(sizes_, tl_.frozen_profile_layers(frozen));
+  K_ = compressed_length(sub, K_, initial_memory_, options_.lambda_frozen);
+  return Transition{plan_for(frozen, K_), frozen};
+}
+
+Plan ElasticPolicy::plan_for(int frozen, int K) const {
+  const int frozen_profile = tl_.frozen_profile_layers(frozen);
+  const PipelineLayout layout =
+      layout_pipeline(m_partition(sizes_, frozen_profile), K, options_.lambda_frozen);
+  Plan p = initial_;
+  p.partitioner = "autopipe";
+  p.stages.clear();
+  for (int k = 0; k < K; ++k) p.stages.push_back({layout.stages[static_cast<size_t>(k)], k});
+  // AutoDP: every device of the job drives a stage; replica j on devices j K .. j K + K - 1
+  // (Figure 7). Across nodes, pipelines stay inside a node as the simulator places them.
+  p.dp = devices_ / K;
+  p.batch_size = p.dp * batch_;
+  p.frozen_layers = frozen_profile;
+  p.lambda_frozen = options_.lambda_frozen;
+  p.cache = false;
+  p.placement.clear();
+  const Cluster& c = p.cluster;
+  if (c.nodes > 1 && devices_ == c.nodes * c.devices_per_node) {
+    const DataParallelLayout dl = dp_layout(c.nodes, c.devices_per_node, K);
+    for (int r = 0; r < dl.replicas(); ++r) {
+      const int node = r / dl.replicas_per_node(), j = r % dl.replicas_per_node();
+      for (int k = 0; k < K; ++k)
+        p.placement.push_back(dl.device(node * c.devices_per_node + j, k));
+    }
+  }
+  p.chunks = 1;
+  p.chunks = choose_chunks(p);
+  return p;
+}
+
+int ElasticPolicy::choose_chunks(const Plan& base) const {
+  // get_optimal_chunks (Algorithm 1 line 35): the simulator's iteration for M in [K, 6K], with
+  // F_frozen's forward outside the Pipe (sim/elastic_sim.cpp does the same).
+  Plan p = base;
+  for (int l = 0; l < base.frozen_layers; ++l) {
+    for (auto& t : p.profile.layers[static_cast<size_t>(l)].timings)
+      t.forward_s = t.recompute_s = 0;
+  }
+  return elastic::choose_chunks(p.num_stages(), batch_, [&](int m) {
+    p.chunks = m;
+    return sim::simulate_plan(PlanContext(p, 0)).metrics.iteration_time_s;
+  });
+}
+
+Json ElasticPolicy::state() const {
+  Json pending = Json::array();
+  for (const auto& n : pending_) pending.push_back(n);
+  return {{"T", T_},
+          {"real_frozen", real_},
+          {"frozen_layers", frozen_},
+          {"K", K_},
+          {"layers", tl_.layers()},
+          {"alpha", options_.alpha},
+          {"pending_norms", std::move(pending)}};
+}
+
+void ElasticPolicy::restore(const JsonView& v) {
+  if (v.int32("layers") != tl_.layers()) {
+    v.at("layers").fail(fmt::format("the plan's model has {} layers", tl_.layers()));
+  }
+  if (v.number("alpha") != options_.alpha) {
+    v.at("alpha").fail(
+        fmt::format("{}, but this run has --alpha {}", v.number("alpha"), options_.alpha));
+  }
+  T_ = v.int32("T");
+  real_ = v.number("real_frozen");
+  frozen_ = v.int32("frozen_layers");
+  K_ = v.int32("K");
+  if (K_ < 1 || K_ > devices_ || frozen_ < 0 || frozen_ > tl_.layers()) {
+    v.fail(fmt::format("K {} and frozen layers {} do not fit {} devices and {} layers", K_, frozen_,
+                       devices_, tl_.layers()));
+  }
+  accumulator_.reset();
+  pending_.clear();
+  for (const auto& step : v.at("pending_norms").items()) {
+    std::vector<double> norms;
+    for (const auto& x : step.items()) norms.push_back(x.as_number());
+    observe(norms);
+  }
+}
+
+}  // namespace pipetwin::exec

@@ -1,0 +1,126 @@
+// ElasticPolicy: PipeTransformer's decisions, live — when layers freeze and what pipeline the
+// active layers get then (issue 4, `pipetwin train --elastic`; PipeTransformer Sections 3.1-3.3).
+//
+// At every freeze step (every `interval` epochs or optimizer steps; step T at the end of interval
+// T, as core/elastic/freeze_policy.hpp counts them) the policy does what the paper's Figure 3
+// shows, in order:
+//   1. Freeze algorithm, Equation 1: L_frozen(T) = min(L_frozen(T-1) + alpha (L - L_frozen(T-1)),
+//      argmin over the active layers of ||g_l(T)||), on reals as freeze_policy.hpp explains, from
+//      the mean per-step gradient norm of each transformer layer since the last freeze step. The
+//      trainer measures the norms in the stage runtimes (the gradient each optimizer step
+//      applies, after the all-reduce) and sums them over the ranks, so every rank decides the
+//      same; a layer's norm is the root of the summed squares of its sub-layers' norms.
+//   2. AutoPipe, Algorithm 1: the frozen layers (and the embedding below them,
+//      transformer_layers.hpp) become F_frozen on the first device of the pipeline; the active
+//      attention and MLP sub-layers are balanced by parameter size with F_frozen weighing
+//      lambda_frozen (m_partition, load_balance); K is halved while Equation 2 holds against the
+//      memory of the T = 0 partition (compressed_length); "Pipe(F_pipe, chunks =
+//      get_optimal_chunks(K))": M from [K, 6K] (dividing the per-replica batch) with the shortest
+//      iteration the simulator predicts for the plan's profile and cluster.
+//   3. AutoDP: dp = devices / K pipeline replicas, each with the per-replica batch of the start
+//      (PipeTransformer keeps the per-pipeline batch), replica j on devices j K .. j K + K - 1 as
+//      in Figure 7.
+// The result is a Transition (a new plan and the frozen count) that Trainer::apply carries out.
+// The plan is the one sim/elastic_sim.hpp builds for the same state (the same partition, K, dp,
+// and M chosen the same way: F_frozen's forward runs outside the Pipe, so the M candidates are
+// timed with it left out), so `pipetwin simulate --elastic --freeze-trace` replays a live run's
+// pipeline changes exactly.
+//
+// Choices the paper leaves open, and ours:
+//  - The plan at T = 0 is the one the user gives (`pipetwin plan --partitioner autopipe` makes
+//    AutoPipe's); the policy re-plans from the first freeze step on. Equation 2's M_GPU(0) is the
+//    AutoPipe partition of the start K, as in the simulator.
+//  - A freeze step that leaves the frozen count as it was changes nothing (no re-partition).
+//  - With `gradient_norms` off, Equation 1's bound alone decides (Equation 3): a what-if knob,
+//    and a deterministic schedule for tests.
+//  - The policy's state (T, the real L_frozen, K, the norms since the last freeze step) goes
+//    into checkpoints, so a resumed run freezes at the same steps as an uninterrupted one.
+//
+// Thread-safety: not thread-safe; the trainer's thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/elastic/freeze_policy.hpp"
+#include "core/elastic/transformer_layers.hpp"
+#include "core/json_io.hpp"
+#include "core/plan.hpp"
+
+namespace pipetwin::exec {
+
+// A re-plan: the new plan and the transformer layers frozen from now on (the plan's
+// frozen_layers counts profile layers; Trainer::apply sets it from this count).
+struct Transition {
+  Plan plan;
+  int frozen_layers = 0;
+};
+
+struct ElasticOptions {
+  double alpha = 1.0 / 3.0;
+  elastic::FreezeUnit unit = elastic::FreezeUnit::kEpoch;
+  int interval = 1;
+  double lambda_frozen = 1.0 / 6.0;
+  bool gradient_norms = true;  // false: Equation 1's bound alone (Equation 3)
+
+  // InputError naming the flag: 0 < alpha < 1, interval >= 1, 0 <= lambda_frozen <= 1.
+  void validate() const;
+};
+
+class ElasticPolicy {
+ public:
+  // InputError when the plan cannot be trained elastically: no transformer layers in its
+  // profile, several stages on one device, a per-replica batch that does not split.
+  ElasticPolicy(const Plan& initial, ElasticOptions options);
+
+  const ElasticOptions& options() const { return options_; }
+  int layers() const { return tl_.layers(); }  // L
+  const elastic::TransformerLayers& transformer_layers() const { return tl_; }
+  int devices() const { return devices_; }
+  int batch_per_replica() const { return batch_; }
+
+  // The gradient norm of each transformer layer, from the squared norms of the profile layers.
+  std::vector<double> transformer_norms(const std::vector<double>& squared_by_layer) const;
+  // One optimizer step's transformer-layer norms (GradNormAccumulator).
+  void observe(const std::vector<double>& norms);
+  // Whether a freeze step falls here: after `step` global optimizer steps; `epoch_end`: at the
+  // end of epoch `epochs_done` - 1.
+  bool due(int64_t step, bool epoch_end, int64_t epochs_done) const;
+  // Freeze step T + 1: Equation 1 with the norms observed since the last one; the new frozen
+  // count (never smaller than before).
+  int freeze_step();
+  // AutoPipe and AutoDP for `frozen` transformer layers from the current K (compressing it).
+  Transition transition(int frozen);
+  // The plan of a state: `frozen` transformer layers, pipeline length K (no compression).
+  Plan plan_for(int frozen, int K) const;
+
+  int T() const { return T_; }
+  int frozen_layers() const { return frozen_; }
+  int K() const { return K_; }
+  double initial_memory() const { return initial_memory_; }
+
+  // Checkpointable state, and its inverse (InputError naming `origin` and the field).
+  Json state() const;
+  void restore(const JsonView& v);
+
+ private:
+  int choose_chunks(const Plan& base) const;
+
+  Plan initial_;
+  ElasticOptions options_;
+  elastic::TransformerLayers tl_;
+  std::vector<double> sizes_;  // m_size of every profile layer (millions of parameters)
+  double initial_memory_ = 0;  // M_GPU(0), Equation 2
+  int devices_ = 1;            // devices of the job (initial K x dp)
+  int batch_ = 1;              // samples per pipeline replica per step
+  elastic::GradNormAccumulator accumulator_;
+  std::vector<std::vector<double>> pending_;  // the norms observed since the last freeze step
+  double real_ = 0;                           // L_frozen(T) on reals
+  int frozen_ = 0;
+  int T_ = 0;
+  int K_ = 1;
+};
+
+}  // namespace pipetwin::exec
