@@ -1,18 +1,31 @@
 #include "fuzz/readers.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <utility>
+
+#include <unistd.h>
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
+#include "core/elastic/epoch_log.hpp"
+#include "core/elastic/freeze_trace.hpp"
+#include "core/elastic/transition_overheads.hpp"
 #include "core/json_io.hpp"
 #include "core/metrics.hpp"
 #include "core/model_spec.hpp"
 #include "core/plan.hpp"
 #include "core/profile.hpp"
+#include "core/report/csv_table.hpp"
 #include "core/schedule/schedule.hpp"
 #include "core/synthetic.hpp"
 #include "core/timeline.hpp"
+#include "sim/capacity.hpp"
+#include "sim/reproduce/reproduce.hpp"
+#include "sim/sweep/grid.hpp"
+#include "sim/sweep/results.hpp"
 
 namespace pipetwin::fuzz {
 
@@ -50,7 +63,8 @@ void read_plan(std::string_view bytes) {
 void read_timeline(std::string_view bytes) {
   const Json doc = parse_json_text(bytes, "fuzz.timeline.json");
   const Timeline t = timeline_from_chrome_trace(JsonView(doc, "fuzz.timeline.json"));
-  for (bool async : {false, true}) (void)compute_metrics(t, std::max(1, t.num_devices()), async, 1.0);
+  for (bool async : {false, true})
+    (void)compute_metrics(t, std::max(1, t.num_devices()), async, 1.0);
 }
 
 void read_metrics(std::string_view bytes) {
@@ -68,10 +82,87 @@ void read_model_spec(std::string_view bytes) {
   if (is_synthetic_model(spec)) (void)synthetic_profile(spec);
 }
 
+// Loaders that take a path get the bytes as a file: one per process, in a private folder, so the
+// loader's own reading (and its errors, which name the file) is what is fuzzed.
+std::string as_file(std::string_view bytes, const char* name) {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("pipetwin-fuzz-" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  const std::string path = (dir / name).string();
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+void read_freeze_trace(std::string_view bytes) {
+  const Json doc = parse_json_text(bytes, "fuzz.trace.json");
+  (void)elastic::freeze_trace_from_json(JsonView(doc, "fuzz.trace.json"));
+}
+
+void read_epoch_log(std::string_view bytes) {
+  const Json doc = parse_json_text(bytes, "fuzz.epochs.json");
+  const elastic::EpochLog log = elastic::epoch_log_from_json(JsonView(doc, "fuzz.epochs.json"));
+  (void)elastic::epoch_log_csv(log);
+}
+
+// As `pipetwin sweep --grid` reads its spec (a flag, not a file: errors name the field).
+void read_sweep_grid(std::string_view bytes) {
+  const sim::Grid g = sim::Grid::parse(bytes);
+  (void)g.to_string();
+  if (g.size() > 0) {
+    sim::PointConfig c;
+    g.apply(g.size() - 1, c);
+  }
+}
+
+// As `pipetwin sweep --merge` and the summary read a finished sweep.
+void read_sweep_csv(std::string_view bytes) {
+  const sim::SweepTable t = sim::load_sweep(as_file(bytes, "fuzz.sweep.csv"));
+  (void)sim::best_points(t, 5);
+  (void)sim::varying_inputs(t);
+}
+
+void read_prices(std::string_view bytes) {
+  static const Catalog catalog = Catalog::load(Catalog::default_dir());
+  (void)sim::load_prices(as_file(bytes, "fuzz.prices.json"), catalog);
+}
+
+void read_transition_overheads(std::string_view bytes) {
+  (void)elastic::load_transition_overheads(as_file(bytes, "fuzz.overheads.csv"));
+}
+
+// A paper's table as `pipetwin reproduce --reference DIR` reads it.
+void read_reference_table(std::string_view bytes) {
+  const std::string path = as_file(bytes, "fuzz.reference.csv");
+  sim::ReproContext context{Catalog(), std::filesystem::path(path).parent_path().string()};
+  const sim::ReferenceTable t = sim::load_reference(context, "fuzz.reference.csv");
+  // Reading a cell as a number may refuse it (InputError), as an entry would.
+  for (size_t r = 0; r < t.rows.size(); ++r) (void)t.number(r, t.columns.front());
+}
+
+// A CSV the report page embeds (core/report/scan.cpp).
+void read_report_csv(std::string_view bytes) {
+  (void)report::parse_csv(bytes, "fuzz.report.csv");
+}
+
 const std::pair<const char*, Reader> kReaders[] = {
-    {"profile", read_profile},   {"cluster", read_cluster},   {"plan", read_plan},
-    {"timeline", read_timeline}, {"metrics", read_metrics},   {"schedule", read_schedule},
+    {"profile", read_profile},
+    {"cluster", read_cluster},
+    {"plan", read_plan},
+    {"timeline", read_timeline},
+    {"metrics", read_metrics},
+    {"schedule", read_schedule},
     {"model_spec", read_model_spec},
+    {"freeze_trace", read_freeze_trace},
+    {"epoch_log", read_epoch_log},
+    {"sweep_grid", read_sweep_grid},
+    {"sweep_csv", read_sweep_csv},
+    {"prices", read_prices},
+    {"transition_overheads", read_transition_overheads},
+    {"reference_table", read_reference_table},
+    {"report_csv", read_report_csv},
 };
 
 }  // namespace
