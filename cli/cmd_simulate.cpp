@@ -8,6 +8,7 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "core/model_source.hpp"
+#include "core/schedule/limits.hpp"
 #include "core/schedule/schedule.hpp"
 #include "sim/elastic_sim.hpp"
 #include "sim/planner.hpp"
@@ -33,6 +34,7 @@ struct ElasticArgs {
 struct SimulateArgs {
   std::string plan, schedule_file, timeline, metrics;
   int iterations = 0;
+  double max_actions = -1;  // < 0: the default limit (core/schedule/limits.hpp)
   bool quiet = false;
   ElasticArgs elastic;
 };
@@ -154,10 +156,16 @@ void run_simulate(const SimulateArgs& a) {
   if (a.elastic.on && !a.plan.empty()) {
     throw InputError("simulate: --plan and --elastic exclude each other");
   }
+  if (a.max_actions >= 0) set_action_limit(a.max_actions);
   if (a.elastic.on) return run_elastic(a);
   if (a.plan.empty()) throw InputError("simulate: --plan is required (or --elastic)");
   const Plan plan = load_plan(a.plan);
   const PlanContext ctx(plan, a.iterations);
+  try {
+    check_action_limit(plan.schedule, ctx.shape);  // refuse up front, naming the plan
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", a.plan, e.what()));
+  }
   sim::SimResult r;
   if (!a.schedule_file.empty()) {
     const Json doc = load_json_file(a.schedule_file);
@@ -183,6 +191,8 @@ void add_simulate_command(CLI::App& app) {
                   "simulate this schedule JSON instead of the plan's generated one");
   cmd->add_option("--timeline", args->timeline, "write the Chrome-trace timeline here");
   cmd->add_option("--metrics", args->metrics, "write the metrics JSON here");
+  cmd->add_option("--max-actions", args->max_actions,
+                  "refuse schedules estimated above this many actions (default 2e7; 0: no limit)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing");
   add_elastic_options(cmd, args->elastic);
   cmd->callback([args] { run_simulate(*args); });
