@@ -138,12 +138,7 @@ void expect_linked_by_the_rules(const CompiledSchedule& cs, const std::string& w
 }
 
 PipelineShape shape(int K, int M, int N, int dp, Checkpoint ck) {
-  PipelineShape s;
-  s.num_stages = K;
-  s.micro_batches = M;
-  s.iterations = N;
-  s.replicas = dp;
-  s.checkpoint = ck;
+  PipelineShape s = test::pipeline_shape(K, M, N, dp, ck);
   for (int k = 0; k < K; ++k) {
     // Two buckets per stage; the second (earlier layers) ready at the end of backward.
     s.buckets.push_back({{10 * k + 5, 10 * k + 9, 100}, {10 * k, 10 * k + 4, 50}});

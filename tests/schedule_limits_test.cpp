@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/limits.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin {
 namespace {
@@ -16,12 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 PipelineShape shape(int K, int M, int N, int dp, Checkpoint ck) {
-  PipelineShape s;
-  s.num_stages = K;
-  s.micro_batches = M;
-  s.iterations = N;
-  s.replicas = dp;
-  s.checkpoint = ck;
+  PipelineShape s = test::pipeline_shape(K, M, N, dp, ck);
   s.normalize("test");
   return s;
 }

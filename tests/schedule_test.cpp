@@ -6,21 +6,12 @@
 #include "core/error.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin {
 namespace {
 
 using ::testing::HasSubstr;
-
-PipelineShape shape(int K, int M, int N = 1, int dp = 1, Checkpoint ck = Checkpoint::kNone) {
-  PipelineShape s;
-  s.num_stages = K;
-  s.micro_batches = M;
-  s.iterations = N;
-  s.replicas = dp;
-  s.checkpoint = ck;
-  return s;
-}
 
 std::vector<std::string> letters(const std::vector<Action>& list, bool compute_only = true) {
   std::vector<std::string> out;
@@ -37,7 +28,7 @@ TEST(Schedules, EveryGeneratorValidatesForEveryShape) {
       for (int M : {1, 2, 5}) {
         for (int dp : {1, 2}) {
           for (Checkpoint ck : {Checkpoint::kNone, Checkpoint::kExceptLast}) {
-            const Schedule s = make_schedule(info.name, shape(K, M, 3, dp, ck));
+            const Schedule s = make_schedule(info.name, test::pipeline_shape(K, M, 3, dp, ck));
             EXPECT_NO_THROW(CompiledSchedule(s, info.name))
                 << info.name << " K=" << K << " M=" << M << " dp=" << dp;
           }
@@ -49,23 +40,22 @@ TEST(Schedules, EveryGeneratorValidatesForEveryShape) {
 
 TEST(Schedules, GPipeFollowsTorchgpipeOrder) {
   // Device j: F1..Fm, then B_m, F'_{m-1}, B_{m-1}, ..., F'_1, B_1; no recompute of the last.
-  const Schedule s = make_gpipe(shape(2, 4, 1, 1, Checkpoint::kExceptLast));
-  EXPECT_THAT(letters(s.devices[0]),
-              ::testing::ElementsAre("F0", "F1", "F2", "F3", "B3", "R2", "B2", "R1", "B1", "R0", "B0",
-                                     "U-1"));
+  const Schedule s = make_gpipe(test::pipeline_shape(2, 4, 1, 1, Checkpoint::kExceptLast));
+  EXPECT_THAT(letters(s.devices[0]), ::testing::ElementsAre("F0", "F1", "F2", "F3", "B3", "R2",
+                                                            "B2", "R1", "B1", "R0", "B0", "U-1"));
 }
 
 TEST(Schedules, OneFOneBWarmsUpWithKMinusOneMinusSForwards) {
-  const Schedule s = make_1f1b(shape(3, 5));
-  EXPECT_THAT(letters(s.devices[0]), ::testing::ElementsAre("F0", "F1", "F2", "B0", "F3", "B1", "F4",
-                                                            "B2", "B3", "B4", "U-1"));
-  EXPECT_THAT(letters(s.devices[2]), ::testing::ElementsAre("F0", "B0", "F1", "B1", "F2", "B2", "F3",
-                                                            "B3", "F4", "B4", "U-1"));
+  const Schedule s = make_1f1b(test::pipeline_shape(3, 5));
+  EXPECT_THAT(letters(s.devices[0]), ::testing::ElementsAre("F0", "F1", "F2", "B0", "F3", "B1",
+                                                            "F4", "B2", "B3", "B4", "U-1"));
+  EXPECT_THAT(letters(s.devices[2]), ::testing::ElementsAre("F0", "B0", "F1", "B1", "F2", "B2",
+                                                            "F3", "B3", "F4", "B4", "U-1"));
 }
 
 TEST(Schedules, PipeDreamFirstDeviceLoadsKMiniBatches) {
   const int K = 4;
-  const Schedule s = make_pipedream(shape(K, 1, 8));
+  const Schedule s = make_pipedream(test::pipeline_shape(K, 1, 8));
   for (int st = 0; st < K; ++st) {
     const auto l = letters(s.devices[static_cast<size_t>(st)]);
     for (int i = 0; i < K - st; ++i) EXPECT_EQ(l[static_cast<size_t>(i)][0], 'F') << "stage " << st;
@@ -74,7 +64,7 @@ TEST(Schedules, PipeDreamFirstDeviceLoadsKMiniBatches) {
 }
 
 TEST(Schedules, PipeDreamBackwardReadsItsForwardsVersion) {
-  const Schedule s = make_pipedream(shape(3, 1, 9));
+  const Schedule s = make_pipedream(test::pipeline_shape(3, 1, 9));
   std::map<int, int> fwd;
   for (const auto& a : s.devices[0]) {
     if (a.op == Op::kForward) fwd[a.micro_batch] = a.version;
@@ -86,7 +76,7 @@ TEST(Schedules, PipeDreamBackwardReadsItsForwardsVersion) {
 
 TEST(Schedules, FtpipeRecomputesOnAllStagesButTheLast) {
   const int K = 3;
-  const Schedule s = make_ftpipe_async(shape(K, 2, 3));
+  const Schedule s = make_ftpipe_async(test::pipeline_shape(K, 2, 3));
   for (int st = 0; st < K; ++st) {
     int recomputes = 0;
     for (const auto& a : s.devices[static_cast<size_t>(st)]) recomputes += a.op == Op::kRecompute;
@@ -96,7 +86,7 @@ TEST(Schedules, FtpipeRecomputesOnAllStagesButTheLast) {
 }
 
 TEST(Schedules, DataParallelInsertsOneAllReducePerBucketBeforeEachStep) {
-  PipelineShape sh = shape(2, 4, 3, 2);
+  PipelineShape sh = test::pipeline_shape(2, 4, 3, 2);
   sh.buckets = {{{0, 0, 10}, {0, 0, 5}}, {{1, 1, 7}}};
   const Schedule s = make_gpipe(sh);
   ASSERT_EQ(s.num_devices(), 4);
@@ -117,7 +107,7 @@ TEST(Schedules, DataParallelInsertsOneAllReducePerBucketBeforeEachStep) {
 }
 
 TEST(Schedules, SeveralStagesPerDevice) {
-  PipelineShape sh = shape(4, 3, 2);
+  PipelineShape sh = test::pipeline_shape(4, 3, 2);
   sh.stage_device = {0, 1, 0, 1};
   EXPECT_NO_THROW(CompiledSchedule(make_gpipe(sh), "gpipe"));
   EXPECT_NO_THROW(CompiledSchedule(make_naive(sh), "naive"));
@@ -127,7 +117,7 @@ TEST(Schedules, SeveralStagesPerDevice) {
 
 TEST(Schedules, UnknownScheduleNameListsTheKnownOnes) {
   try {
-    make_schedule("zero-bubble", shape(2, 2));
+    make_schedule("zero-bubble", test::pipeline_shape(2, 2));
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("unknown schedule \"zero-bubble\""));
@@ -136,7 +126,7 @@ TEST(Schedules, UnknownScheduleNameListsTheKnownOnes) {
 }
 
 TEST(Schedules, JsonRoundTrip) {
-  PipelineShape sh = shape(3, 2, 2, 2);
+  PipelineShape sh = test::pipeline_shape(3, 2, 2, 2);
   const Schedule s = make_ddg(sh);
   const Json doc = schedule_to_json(s);
   const Schedule back = schedule_from_json(JsonView(doc, "s.json"));
@@ -152,7 +142,7 @@ TEST(Schedules, JsonRoundTrip) {
 // Broken schedules: edit a valid one and check the error.
 class BrokenSchedule : public ::testing::Test {
  protected:
-  Schedule s = make_gpipe(shape(2, 3));
+  Schedule s = make_gpipe(test::pipeline_shape(2, 3));
   std::vector<Action>& dev(int d) { return s.devices[static_cast<size_t>(d)]; }
   size_t find(int d, Op op, int mb) {
     for (size_t i = 0; i < dev(d).size(); ++i) {
@@ -173,7 +163,8 @@ class BrokenSchedule : public ::testing::Test {
 
 TEST_F(BrokenSchedule, MissingBackward) {
   dev(1).erase(dev(1).begin() + static_cast<long>(find(1, Op::kBackward, 1)));
-  EXPECT_THAT(error(), HasSubstr("sched.json: device 1: stage 1 micro-batch 1 is never backwarded"));
+  EXPECT_THAT(error(),
+              HasSubstr("sched.json: device 1: stage 1 micro-batch 1 is never backwarded"));
 }
 
 TEST_F(BrokenSchedule, DuplicateForward) {
@@ -229,7 +220,7 @@ TEST_F(BrokenSchedule, OptimizerStepBeforeBackward) {
 }
 
 TEST(ScheduleJson, BadFieldsNameTheField) {
-  Json doc = schedule_to_json(make_gpipe(shape(2, 2)));
+  Json doc = schedule_to_json(make_gpipe(test::pipeline_shape(2, 2)));
   doc["devices"][0][1]["op"] = "fly";
   try {
     schedule_from_json(JsonView(doc, "s.json"));
@@ -237,7 +228,7 @@ TEST(ScheduleJson, BadFieldsNameTheField) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("s.json: devices[0][1].op: unknown op \"fly\""));
   }
-  Json doc2 = schedule_to_json(make_gpipe(shape(2, 2)));
+  Json doc2 = schedule_to_json(make_gpipe(test::pipeline_shape(2, 2)));
   doc2["devices"].erase(1);
   EXPECT_THROW(schedule_from_json(JsonView(doc2, "s.json")), InputError);
 }

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
 #include "core/profile.hpp"
+#include "core/schedule/schedule.hpp"
 #include "core/synthetic.hpp"
 
 namespace pipetwin::test {
@@ -99,6 +100,18 @@ inline Cluster two_level_cluster(int nodes, int per_node, double intra_bw, doubl
 
 inline std::string source_dir() {
   return PIPETWIN_SOURCE_DIR;
+}
+
+// A schedule's shape: K stages, M micro-batches, N iterations, dp replicas.
+inline PipelineShape pipeline_shape(int K, int M, int N = 1, int dp = 1,
+                                    Checkpoint ck = Checkpoint::kNone) {
+  PipelineShape s;
+  s.num_stages = K;
+  s.micro_batches = M;
+  s.iterations = N;
+  s.replicas = dp;
+  s.checkpoint = ck;
+  return s;
 }
 
 }  // namespace pipetwin::test
