@@ -17,6 +17,7 @@
 #include "core/schedule/generators.hpp"
 #include "sim/event_queue.hpp"
 #include "sim_test_util.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin {
 namespace {
