@@ -5,7 +5,7 @@
 #      (build-asan/), and with PIPETWIN_TSAN=1 the executor's threaded suites under
 #      ThreadSanitizer (build-tsan/);
 #   3. a short libFuzzer run of every input parser (build-fuzz/, PIPETWIN_FUZZ_SECONDS each,
-#      default 20; scripts/fuzz.sh 600 is the full 10-minute run).
+#      default 10, two at a time; scripts/fuzz.sh 600 is the full 10-minute run).
 # PIPETWIN_QUICK=1 runs step 1 only (for a quick local check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,8 @@ if [[ "${PIPETWIN_TSAN:-0}" == 1 ]]; then
   ./scripts/sanitize.sh tsan
 fi
 if command -v clang++ >/dev/null; then
-  step "fuzz, ${PIPETWIN_FUZZ_SECONDS:-20} s per parser"
-  ./scripts/fuzz.sh "${PIPETWIN_FUZZ_SECONDS:-20}"
+  step "fuzz, ${PIPETWIN_FUZZ_SECONDS:-10} s per parser"
+  PIPETWIN_FUZZ_LANES=${PIPETWIN_FUZZ_LANES:-2} ./scripts/fuzz.sh "${PIPETWIN_FUZZ_SECONDS:-10}"
 else
   echo "test: fuzzing skipped: clang is not installed (scripts/bootstrap.sh installs it)"
 fi
