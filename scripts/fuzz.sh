@@ -14,8 +14,9 @@ all=(profile cluster plan timeline metrics schedule model_spec freeze_trace epoc
      sweep_csv prices transition_overheads reference_table report_csv)
 if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
 B=build-fuzz
-cmake -S . -B "$B" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DPIPETWIN_FUZZ=ON -DPIPETWIN_WITH_TORCH=OFF \
-  -DPIPETWIN_BUILD_TESTS=OFF -DPIPETWIN_BUILD_BENCH=OFF >/dev/null
+# The same configuration as scripts/sanitize.sh asan, which runs the test suites from this folder.
+cmake -S . -B "$B" -G Ninja -DPIPETWIN_WITH_TORCH=OFF -DPIPETWIN_BUILD_BENCH=OFF \
+  -DPIPETWIN_BUILD_TESTS=ON -DCMAKE_CXX_COMPILER=clang++ -DPIPETWIN_FUZZ=ON >/dev/null
 cmake --build "$B" -j "${PIPETWIN_JOBS:-$(nproc)}" --target pipetwin $(printf 'fuzz_%s ' "${targets[@]}")
 
 # Seeds: the shipped files, plus a plan, timeline and metrics the CLI writes from them.
