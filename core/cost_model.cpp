@@ -108,6 +108,7 @@ std::vector<Bucket> CostModel::ddp_buckets(const std::vector<int>& layers) const
 StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const {
   StageCost c;
   c.layers = layers;
+  c.micro_batch = b;
   std::vector<char> in_stage(static_cast<size_t>(num_layers()), 0);
   for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
   for (int l : layers) {
@@ -135,6 +136,7 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
       if (!in_stage[static_cast<size_t>(e.from)]) c.input_bytes += e.bytes_per_sample * b;
     }
   }
+  c.backward_bytes = backward_working_bytes(layers, b);
   c.buckets = ddp_buckets(layers);
   // Backward visits the stage's layers from the last to the first; a bucket is ready once the
   // lowest layer in it is done.
@@ -149,6 +151,29 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     c.bucket_ready_s.push_back(t);
   }
   return c;
+}
+
+double CostModel::backward_working_bytes(const std::vector<int>& layers, double b) const {
+  std::vector<int> order(layers);
+  std::sort(order.rbegin(), order.rend());
+  double released = 0, most = 0;
+  for (int l : order) {
+    if (frozen(l)) continue;
+    const auto& p = profile_.layers[static_cast<size_t>(l)];
+    double input_grad = 0;
+    for (const auto& e : graph_.in_edges(l)) {
+      if (!frozen(e.from)) input_grad += e.bytes_per_sample * b;
+    }
+    // Layer l's own output (among its saved activations in the profile) is gone too by the time
+    // its input gradient is formed: the next layer released it with its saved input, or l's
+    // backward with l's own saved output (a ReLU's). The stage output stays: the stage keeps it
+    // until its backward ends (exec/stage.hpp).
+    const double own_output = l == order.front() ? 0.0 : p.output_bytes_per_sample * b;
+    most = std::max(most, p.output_bytes_per_sample * b + input_grad + p.param_bytes - released -
+                              own_output);
+    released += p.saved_bytes_per_sample * b;
+  }
+  return most;
 }
 
 std::vector<StageEdge> CostModel::stage_edges(const std::vector<int>& stage_of_layer) const {

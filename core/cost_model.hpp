@@ -14,7 +14,8 @@
 //   memory terms       per stage: parameters + gradients + optimizer state of active layers,
 //                      frozen layers at lambda_frozen times that (PipeTransformer Section 3.1:
 //                      "the memory footprint ratio of a frozen layer over the same active layer",
-//                      1/6), activations saved per micro-batch and the stage input kept for it.
+//                      1/6), activations saved per micro-batch and the stage input kept for it,
+//                      and the working memory of a backward (backward_working_bytes below).
 //                      How many micro-batches are alive at once is the schedule's business:
 //                      memory.hpp walks the schedule.
 //
@@ -51,6 +52,7 @@ struct LayerFits {
 // Everything the engines need to know about one stage at one micro-batch size.
 struct StageCost {
   std::vector<int> layers;
+  double micro_batch = 0;  // samples per micro-batch these figures are for
   double forward_s = 0;
   double backward_s = 0;
   double recompute_s = 0;
@@ -62,6 +64,9 @@ struct StageCost {
   double optimizer_shared_s = 0;
   double input_bytes = 0;    // per micro-batch: activations received (or the model input)
   double saved_bytes = 0;    // per micro-batch: activations kept for backward
+  // Per micro-batch: the most a backward holds on top of the saved activations (gradients in
+  // flight between layers and a layer's parameter gradients before accumulation; memory.hpp).
+  double backward_bytes = 0;
   double param_bytes = 0;    // active layers
   double grad_bytes = 0;     // active layers
   double optimizer_bytes = 0;
@@ -98,6 +103,15 @@ class CostModel {
 
   std::vector<Bucket> ddp_buckets(const std::vector<int>& layers) const;
   StageCost stage_cost(const std::vector<int>& layers, double micro_batch) const;
+  // What a backward of one micro-batch of these layers holds besides their saved activations, at
+  // its most: while autograd differentiates layer l it holds the gradient of l's output (for the
+  // stage's last layer: the gradient received from the next stage), the gradient of l's input
+  // it is producing (none for the model input or a frozen producer), and the gradients of l's
+  // parameters before they are added into the step's gradient buffers; the layers after l in the
+  // stage have released their saved activations by then (autograd frees a node's saved tensors
+  // as soon as it has run), and l its output unless it is the stage's. The maximum over the
+  // stage's active layers, in backward order.
+  double backward_working_bytes(const std::vector<int>& layers, double micro_batch) const;
   // Bytes per sample crossing between stages, given each layer's stage.
   std::vector<StageEdge> stage_edges(const std::vector<int>& stage_of_layer) const;
 

@@ -9,9 +9,24 @@
 //   Forward      + the stage input kept for backward, + the saved activations unless the
 //                micro-batch is recomputed later (then only the input is kept: checkpointing)
 //   Recompute    + the saved activations
-//   Backward     - input and saved activations of the micro-batch
+//   Backward     while it runs: + its working memory (StageCost::backward_bytes: the gradients
+//                between layers and a layer's parameter gradients before accumulation, less the
+//                saved activations already released; cost_model.hpp); after it: - input and
+//                saved activations of the micro-batch
 //   stashing     + one copy of the stage's parameters per extra weight version still referenced
 //                by a micro-batch in flight (PipeDream keeps K - k + 1 versions on stage k)
+//   received     + a tensor from another device from the earliest point it can arrive until the
+//                compute that consumes it: receive streams (the executor's, like torchgpipe's
+//                copy streams) take a tensor as soon as its sender has it, so a fast next stage
+//                can hand a device all M output gradients of a GPipe step before its first
+//                backward. "Earliest" is read off the lists, without timing: right after the
+//                last action of this device that the sender's compute has consumed the output of
+//                (one hop; see earliest_sends in memory.cpp), an upper bound on what a run holds.
+//
+// Checked against the executor's measured peak (tests/exec_memory_test.cpp, every schedule on
+// mlp, vit:tiny and bert:tiny) within 10% on every device. Left out: the input gradient a backward
+// produces while it waits for its Send (after the backward the device holds less anyway), the
+// targets of the last stage, and the host-side data a loader keeps.
 //
 // The walk runs once per sweep point, so it keeps its counts in flat arrays (per stage of the
 // device, per weight version 0..iterations) and updates the number of alive versions as
@@ -32,6 +47,8 @@ struct DeviceMemory {
   double static_bytes = 0;      // parameters, gradients, optimizer state, frozen layers
   double activation_bytes = 0;  // activations alive at the peak
   double stash_bytes = 0;       // extra weight versions alive at the peak
+  double received_bytes = 0;    // tensors received ahead of their consumer, at the peak
+  double backward_bytes = 0;    // a running backward's working memory at the peak (0: none)
   int max_in_flight = 0;        // most micro-batches forwarded but not yet backwarded
   int max_weight_versions = 1;  // most weight versions of one stage alive at once
 };

@@ -47,8 +47,11 @@ TEST(Planner, RefusesAPlanThatDoesNotFitNamingTheDevice) {
   PlanRequest r = request("uniform:layers=4,act_kb=1024,saved_kb=4096,param_kb=1024", 2, 64);
   r.chunks = 4;
   // Per stage: 4 MiB of weights and gradients, and per micro-batch of 16 samples a 16 MiB input
-  // and 128 MiB of saved activations: 580 MiB for GPipe, 196 MiB with checkpointing.
-  r.cluster.device.memory_bytes = 256.0 * 1024 * 1024;
+  // and 128 MiB of saved activations: 580 MiB for GPipe, 196 MiB with checkpointing; on device 0
+  // besides, a backward's working memory (16 MiB output and input gradients and 1 MiB of parameter
+  // gradients, core/memory.hpp) and up to M - 1 = 3 output gradients of 16 MiB received ahead:
+  // 661 MiB and 277 MiB.
+  r.cluster.device.memory_bytes = 320.0 * 1024 * 1024;
   try {
     make_plan(r);
     FAIL() << "should not fit";
