@@ -3,10 +3,15 @@
 // mode (issue 4): the plan's pipeline and data parallelism, no freezing. With --elastic it is
 // PipeTransformer live (exec/elastic_policy.hpp): at every freeze step (--freeze-interval N
 // epochs or N steps) Equation 1 with rate --alpha on the measured gradient norms, then AutoPipe
-// (lambda_frozen --lambda-frozen, Equation 2 compression, M from [K, 6K]) and AutoDP.
+// (lambda_frozen --lambda-frozen, Equation 2 compression, M from [K, 6K]) and AutoDP; and
+// AutoCache (--autocache auto|on|off, --cache-dir, --cache-spill-dir, --cache-memory;
+// exec/activation_store.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,6 +30,7 @@ struct TrainArgs {
   std::string checkpoint_dir, checkpoint_every;
   bool elastic = false;
   std::string freeze_interval = "1epoch", lambda_frozen = "1/6", freeze_rule = "eq1";
+  std::string autocache = "auto", cache_dir, cache_spill_dir, cache_memory;
   double alpha = 1.0 / 3.0;
   int epochs = 1, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   int64_t max_steps = 0;
@@ -91,6 +97,38 @@ double parse_fraction(const std::string& flag, const std::string& text) {
       fmt::format("{}: expected a number or a fraction like 1/6, got \"{}\"", flag, text));
 }
 
+// --cache-memory BYTES: "1048576", "512KiB", "64MiB", "2GiB" (also K, M, G: binary units).
+double parse_bytes(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  double x = -1;
+  try {
+    x = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used > 0 ? text.substr(used) : std::string("?");
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1},          {"B", 1},           {"K", 1024.0},       {"KiB", 1024.0},
+      {"M", 1048576.0}, {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name && x >= 0) return x * scale;
+  }
+  throw InputError(fmt::format(
+      "{}: expected a non-negative number of bytes like 1048576, 512MiB or 2GiB, got \"{}\"", flag,
+      text));
+}
+
+exec::CacheOptions cache_options(const TrainArgs& a) {
+  exec::CacheOptions c;
+  c.mode = exec::parse_autocache_mode(a.autocache);
+  c.dir = a.cache_dir;
+  c.spill_dir = a.cache_spill_dir;
+  if (!a.cache_memory.empty())
+    c.memory_budget_bytes = parse_bytes("--cache-memory", a.cache_memory);
+  c.validate();
+  return c;
+}
+
 std::optional<exec::ElasticOptions> elastic_options(const TrainArgs& a) {
   if (!a.elastic) return std::nullopt;
   exec::ElasticOptions e;
@@ -132,6 +170,7 @@ exec::TrainOptions train_options(const TrainArgs& a) {
   o.freeze_trace = a.freeze_trace;
   o.verbose = !a.quiet;
   o.elastic = elastic_options(a);
+  o.autocache = cache_options(a);
   o.validate();
   return o;
 }
@@ -224,6 +263,23 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--freeze-rule", a->freeze_rule,
                   "elastic: eq1 (gradient norms and the alpha bound) or bound (Equation 3 alone)")
       ->capture_default_str()
+      ->needs(elastic);
+  cmd->add_option("--autocache", a->autocache,
+                  "elastic: cache the frozen layers' output per sample: auto (when the cost model "
+                  "says reading beats the forward pass), on or off")
+      ->capture_default_str()
+      ->needs(elastic);
+  cmd->add_option("--cache-dir", a->cache_dir,
+                  "elastic: folder of the machine's shared cache (default: a per-job folder in "
+                  "/dev/shm)")
+      ->needs(elastic);
+  cmd->add_option("--cache-spill-dir", a->cache_spill_dir,
+                  "elastic: folder of the entries beyond --cache-memory (default: --cache-dir, "
+                  "else a per-job folder in the temp dir)")
+      ->needs(elastic);
+  cmd->add_option("--cache-memory", a->cache_memory,
+                  "elastic: host memory for cached activations, bytes (512MiB, 2GiB; default: "
+                  "unlimited); the rest spills to disk")
       ->needs(elastic);
   cmd->add_flag("--float64", a->float64, "train in float64");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")

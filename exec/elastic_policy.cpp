@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cost_model.hpp"
 #include "core/elastic/autodp.hpp"
 #include "core/elastic/autopipe.hpp"
 #include "core/error.hpp"
@@ -91,7 +92,39 @@ Transition ElasticPolicy::transition(int frozen) {
   // Algorithm 1 lines 25-33: m_partition, then K -> K/2 while Equation 2 holds.
   const SubLayers sub = m_partition(sizes_, tl_.frozen_profile_layers(frozen));
   K_ = compressed_length(sub, K_, initial_memory_, options_.lambda_frozen);
-  return Transition{plan_for(frozen, K_), frozen};
+  return Transition{plan_for(frozen, K_), frozen, frozen > 0 && cache_pays_off(frozen)};
+}
+
+void ElasticPolicy::configure_cache(long samples, CacheConfig config, CacheCosts costs) {
+  cache_samples_ = samples;
+  cache_config_ = config;
+  cache_costs_ = costs;
+}
+
+bool ElasticPolicy::cache_pays_off(int frozen) const {
+  // sim/elastic_sim.cpp's cache_on, term for term: the bytes per sample crossing the boundary,
+  // the share of the machine's samples beyond the memory budget read from disk, against the
+  // frozen layers' forward time per sample at the per-replica batch.
+  const int F = tl_.frozen_profile_layers(frozen);
+  double bytes = 0;
+  for (const auto& e : initial_.profile.effective_edges()) {
+    if (e.from < F && e.to >= F) bytes += e.bytes_per_sample;
+  }
+  const Cluster& c = initial_.cluster;
+  const double node_samples = std::ceil(static_cast<double>(cache_samples_) / c.nodes);
+  const double budget = cache_config_.memory_budget_bytes;
+  const double spilled = bytes > 0 && node_samples > 0 && std::isfinite(budget)
+                             ? std::max(0.0, 1.0 - budget / (node_samples * bytes))
+                             : 0.0;
+  CacheCosts costs = cache_costs_;
+  if (costs.host_bandwidth <= 0) costs.host_bandwidth = c.intra_node.bandwidth;
+  if (costs.disk_bandwidth <= 0) costs.disk_bandwidth = 2e9;
+  CostOptions o;
+  o.compute_scale = initial_.compute_scale;
+  const CostModel cost(initial_.profile, c, o);
+  double forward = 0;
+  for (int l = 0; l < F; ++l) forward += cost.forward_s(l, batch_);
+  return elastic::cache_pays_off(forward / batch_, cache_read_s(bytes, spilled, costs));
 }
 
 Plan ElasticPolicy::plan_for(int frozen, int K) const {

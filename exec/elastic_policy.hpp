@@ -20,6 +20,11 @@
 //   3. AutoDP: dp = devices / K pipeline replicas, each with the per-replica batch of the start
 //      (PipeTransformer keeps the per-pipeline batch), replica j on devices j K .. j K + K - 1 as
 //      in Figure 7.
+//   4. AutoCache (Section 3.4: "it only employs cached activations when the profiler suggests
+//      caching can speed up the forward pass"): on when reading one sample's activation at the
+//      new boundary (host memory, plus the disk for the share beyond the memory budget) beats
+//      its F_frozen forward pass at the per-replica batch — sim/elastic_sim.cpp's test, on the
+//      plan's profile and cluster, so the live run and its replay turn the cache on together.
 // The result is a Transition (a new plan and the frozen count) that Trainer::apply carries out.
 // The plan is the one sim/elastic_sim.hpp builds for the same state (the same partition, K, dp,
 // and M chosen the same way: F_frozen's forward runs outside the Pipe, so the M candidates are
@@ -44,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elastic/autocache.hpp"
 #include "core/elastic/freeze_policy.hpp"
 #include "core/elastic/transformer_layers.hpp"
 #include "core/json_io.hpp"
@@ -56,6 +62,9 @@ namespace pipetwin::exec {
 struct Transition {
   Plan plan;
   int frozen_layers = 0;
+  // AutoCache from now on (the policy sets it when reading the cache pays off; the trainer's
+  // --autocache on/off overrides it).
+  bool cache = false;
 };
 
 struct ElasticOptions {
@@ -95,6 +104,11 @@ class ElasticPolicy {
   Transition transition(int frozen);
   // The plan of a state: `frozen` transformer layers, pipeline length K (no compression).
   Plan plan_for(int frozen, int K) const;
+  // AutoCache's inputs: the samples the machine caches, its memory budget, and the read
+  // bandwidths (0: host reads at the plan's intra-node link, disk at 2 GB/s, as the simulator).
+  void configure_cache(long samples, elastic::CacheConfig config, elastic::CacheCosts costs);
+  // Whether caching pays off with `frozen` transformer layers frozen (step 4 above).
+  bool cache_pays_off(int frozen) const;
 
   int T() const { return T_; }
   int frozen_layers() const { return frozen_; }
@@ -121,6 +135,9 @@ class ElasticPolicy {
   int frozen_ = 0;
   int T_ = 0;
   int K_ = 1;
+  long cache_samples_ = 0;  // 0: the samples are unknown (no spill share)
+  elastic::CacheConfig cache_config_;
+  elastic::CacheCosts cache_costs_;
 };
 
 }  // namespace pipetwin::exec

@@ -408,18 +408,25 @@ int StageRuntime::live_versions() const {
   return static_cast<int>(slots_.size());
 }
 
-at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x) {
+at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x, int from, int to) {
+  if (to < 0) to = frozen_;
+  if (from < 0 || from > to || to > frozen_) {
+    throw std::logic_error(fmt::format("stage {}: frozen layers [{}, {}) of the {} frozen",
+                                       spec_.stage, from, to, frozen_));
+  }
   at::NoGradGuard no_grad;
-  for (int l = 0; l < frozen_; ++l) {
+  frozen_passes_.resize(static_cast<size_t>(frozen_), 0);
+  for (int l = from; l < to; ++l) {
     auto& layer = slot.layers[static_cast<size_t>(l)];
     layer.ptr()->eval();  // infer() puts every layer back in training mode
+    frozen_passes_[static_cast<size_t>(l)] += x.size(0);
     x = layer.forward(x);
   }
   return x;
 }
 
-at::Tensor StageRuntime::frozen_forward(const at::Tensor& input) {
-  return run_frozen(*slots_.at(current_), input);
+at::Tensor StageRuntime::frozen_forward(const at::Tensor& input, int from, int to) {
+  return run_frozen(*slots_.at(current_), input, from, to);
 }
 
 void StageRuntime::record_gradient_norms() {

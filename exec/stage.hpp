@@ -111,8 +111,12 @@ class StageRuntime {
 
   // Layers of this stage that are frozen: the first frozen_count() of spec().layers.
   int frozen_count() const { return frozen_; }
-  // The frozen prefix's forward over `input` (eval mode, no autograd): F_frozen's output.
-  at::Tensor frozen_forward(const at::Tensor& input);
+  // The frozen prefix's forward over `input` (eval mode, no autograd): F_frozen's output. With
+  // `from`/`to`: only its layers [from, to) (indices into spec().layers; to < 0: all), as
+  // AutoCache runs a stale entry's remaining frozen layers (exec/activation_store.hpp).
+  at::Tensor frozen_forward(const at::Tensor& input, int from = 0, int to = -1);
+  // Samples that passed through each frozen layer (index into spec().layers) in this runtime.
+  const std::vector<int64_t>& frozen_passes() const { return frozen_passes_; }
   // Per optimizer step since the last call, the squared gradient norm of each of spec().layers
   // (0 for frozen layers); empty unless spec().track_gradient_norms.
   std::vector<std::vector<double>> take_gradient_norms();
@@ -141,7 +145,7 @@ class StageRuntime {
   Slot& slot_of(int version, const char* who, int mb);
   std::shared_ptr<Slot> new_slot();
   at::Tensor run(Slot& slot, MicroBatch& m, bool with_graph);
-  at::Tensor run_frozen(Slot& slot, at::Tensor x);
+  at::Tensor run_frozen(Slot& slot, at::Tensor x, int from = 0, int to = -1);
   void record_gradient_norms();
   void release(int version);
 
@@ -156,6 +160,7 @@ class StageRuntime {
   std::vector<int> param_layer_;            // model layer of each parameter
   std::vector<int> param_index_;            // index in spec_.layers of each parameter's layer
   int frozen_ = 0;                          // frozen layers (a prefix of spec_.layers)
+  std::vector<int64_t> frozen_passes_;      // per frozen layer: samples run through it
   std::vector<std::vector<double>> norms_;  // per optimizer step, per layer: squared norms
   int current_ = 0;
   int last_used_ = 0;

@@ -39,6 +39,7 @@ void EpochBatches::draw(int64_t first_step, int64_t steps, int replicas, int bat
                                        samples() - sampler_.consumed()));
   }
   first_step_ = first_step;
+  drawn_replicas_ = replicas;
   drawn_.clear();
   for (int64_t k = 0; k < steps; ++k) {
     const elastic::ElasticSampler::Step st = sampler_.next_step(replicas, batch);
@@ -61,6 +62,20 @@ elastic::ElasticSampler::Position EpochBatches::position() const {
 void EpochBatches::restore(const elastic::ElasticSampler::Position& p) {
   std::lock_guard<std::mutex> lock(mu_);
   sampler_.restore(p);
+}
+
+std::vector<int64_t> EpochBatches::replica_ids(int step, int replica) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t k = step - first_step_;
+  if (k < 0 || k >= static_cast<int64_t>(drawn_.size())) return {};
+  const auto& ids = drawn_[static_cast<size_t>(k)];
+  const size_t per = ids.size() / static_cast<size_t>(drawn_replicas_);
+  const auto first = ids.begin() + static_cast<std::ptrdiff_t>(per * static_cast<size_t>(replica));
+  return std::vector<int64_t>(first, first + static_cast<std::ptrdiff_t>(per));
+}
+
+at::Tensor EpochBatches::sample_inputs(int64_t first, int64_t n) const {
+  return inputs_.narrow(0, first, n);
 }
 
 std::pair<at::Tensor, at::Tensor> EpochBatches::example_batch() {

@@ -19,8 +19,13 @@
 // synthetic: the model's own generator (exec/data.hpp); an epoch is `steps_per_epoch` steps (the
 // data is endless) and the held-out split is `eval_batches` batches drawn from another seed.
 //
+// AutoCache (exec/activation_store.hpp) keys F_frozen outputs by the sample ids of the training
+// split (0..samples-1, the ids the sampler hands out): replica_ids() says which samples a drawn
+// step gives a replica, and the data carries the trainer's ActivationStore to the workers
+// (frozen_cache(); null: no cache), since every session of the run shares this source.
+//
 // Thread-safety: the training BatchSource is thread-safe (stage threads read it concurrently);
-// draw(), begin_epoch() and restore() are called between windows.
+// draw(), begin_epoch(), restore() and set_frozen_cache() are called between windows.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +47,8 @@ struct LayeredModel;
 
 namespace pipetwin::exec {
 
+class ActivationStore;
+
 // The training split of a finite data set, epoch after epoch, through the elastic sampler.
 class EpochBatches : public BatchSource {
  public:
@@ -61,6 +68,14 @@ class EpochBatches : public BatchSource {
   elastic::ElasticSampler::Position position() const;
   void restore(const elastic::ElasticSampler::Position& position);  // InputError when invalid
 
+  // The sample ids replica `replica` trains in drawn step `step`, in micro-batch order (empty
+  // when the step is not drawn).
+  std::vector<int64_t> replica_ids(int step, int replica) const;
+  // Inputs of samples [first, first + n) (shapes for the cache's slots).
+  at::Tensor sample_inputs(int64_t first, int64_t n) const;
+  void set_frozen_cache(ActivationStore* store) { cache_ = store; }
+  ActivationStore* frozen_cache() const { return cache_; }
+
  protected:
   // The first samples of the split (a dry run's shapes).
   std::pair<at::Tensor, at::Tensor> example_batch() override;
@@ -70,7 +85,9 @@ class EpochBatches : public BatchSource {
   mutable std::mutex mu_;
   elastic::ElasticSampler sampler_;
   int64_t first_step_ = 0;
+  int drawn_replicas_ = 1;
   std::vector<std::vector<int64_t>> drawn_;  // sample ids of each drawn step
+  ActivationStore* cache_ = nullptr;
 };
 
 struct TrainDataOptions {

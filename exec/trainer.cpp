@@ -120,6 +120,8 @@ Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
   }
   progress_->freeze_layers = layers;
   progress_->freeze.push_back({0, 0, 0, 0});
+  options_.autocache.validate();
+  open_activation_store();
 }
 
 Trainer::~Trainer() = default;
@@ -240,6 +242,7 @@ TrainResult Trainer::run() {
     checkpoint();
   }
   write_outputs();
+  close_activation_store();
   result_.epochs = progress_->log;
   result_.steps = progress_->step;
   result_.last_checkpoint = progress_->last_checkpoint;
@@ -298,8 +301,10 @@ void Trainer::evaluate(double sums[4]) {
 void Trainer::finish_epoch() {
   double eval[4] = {0, 0, 0, 0};  // loss sum, correct, predictions, samples
   evaluate(eval);
-  const std::vector<double> g =
-      sum_over_ranks({progress_->loss_sum, eval[0], eval[1], eval[2], eval[3]});
+  std::vector<double> local = {progress_->loss_sum, eval[0], eval[1], eval[2], eval[3]};
+  const std::vector<double> counts = take_cache_counts();  // AutoCache's work in the epoch
+  local.insert(local.end(), counts.begin(), counts.end());
+  const std::vector<double> g = sum_over_ranks(std::move(local));
   Progress& p = *progress_;
   EpochReport r;
   r.epoch = static_cast<int>(p.epoch);
@@ -320,6 +325,8 @@ void Trainer::finish_epoch() {
   r.train_loss = p.samples > 0 ? g[0] / static_cast<double>(p.samples) : 0;
   r.eval_loss = g[4] > 0 ? g[1] / g[4] : 0;
   if (g[3] > 0) r.eval_accuracy = g[2] / g[3];
+  r.cache = p.cache;
+  if (store_) r.cache_stats = cache_counts_from(g.data() + 5);
   p.log.push_back(r);
   p.loss_sum = 0;
   p.samples = p.steps = 0;
@@ -365,6 +372,8 @@ void Trainer::write_outputs() const {
       e.throughput_samples_per_s = e.time_s > 0 ? static_cast<double>(r.samples) / e.time_s : 0;
       e.loss = r.eval_loss;
       e.accuracy = r.eval_accuracy;
+      e.cache = r.cache;
+      e.cache_stats = r.cache_stats;
       log.epochs.push_back(e);
     }
     elastic::save_epoch_log(log, options_.epoch_log);

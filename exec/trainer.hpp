@@ -57,6 +57,19 @@
 // or time out) ends the run on every rank with a RunFailure naming the transition. PIPETWIN_FAULT
 // `transition=S` fires in the transition after step S, once the first stage's state has crossed.
 //
+// AutoCache (PipeTransformer Section 3.4; exec/activation_store.hpp): on a finite data set the
+// trainer opens the machine's ActivationStore at the start (the machine's first process creates
+// the files, the others open them after a barrier; a model whose F_frozen output per sample
+// differs between boundaries gets none), hands it to the workers through the training data, and
+// at every transition sets its boundary (the plan's frozen layers) and whether it is used: with
+// --autocache auto the elastic policy's cost-model decision (Transition::cache, the same on
+// every rank), on: whenever layers are frozen, off: never (and no store). Each epoch's cache work
+// (hits, stale, misses, bytes read per tier, entries another process wrote) is summed over the
+// ranks into the log. At the end, after a barrier, the first process removes the files (also
+// when the run throws; a killed run leaves them, see activation_store.hpp). A resumed run
+// starts with an empty cache (the entries of the killed job are gone), and checkpoints record
+// only whether the cache was on.
+//
 // Thread-safety: one thread drives a Trainer.
 #pragma once
 
@@ -71,8 +84,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "core/elastic/epoch_log.hpp"
 #include "core/json_io.hpp"
 #include "core/plan.hpp"
+#include "exec/activation_store.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/elastic_policy.hpp"
 #include "exec/executor.hpp"
@@ -106,6 +121,7 @@ struct TrainOptions {
   int policy_interval_steps = 0;          // 0: the policy is asked at epoch ends
   bool verbose = false;                   // print one line per epoch on rank 0
   std::optional<ElasticOptions> elastic;  // PipeTransformer: freeze, AutoPipe, AutoDP
+  CacheOptions autocache;                 // AutoCache: --autocache, --cache-dir, ...
 
   void validate() const;  // InputError naming the flag
 };
@@ -121,7 +137,9 @@ struct EpochReport {
   double wall_s = 0;        // the whole epoch: windows, evaluation, checkpoints
   double samples_per_s = 0;
   double train_loss = 0, eval_loss = 0;
-  std::optional<double> eval_accuracy;  // none for regression
+  std::optional<double> eval_accuracy;              // none for regression
+  bool cache = false;                               // AutoCache on at the end of the epoch
+  std::optional<elastic::CacheCounts> cache_stats;  // when the run has a cache
 
   Json to_json() const;
   static EpochReport from_json(const JsonView& v);
@@ -156,6 +174,8 @@ class Trainer {
   int64_t epoch() const;            // the epoch under way (epochs finished)
   int frozen_layers() const;
   const ElasticPolicy* elastic() const { return elastic_.get(); }
+  // The machine's AutoCache store (null: none); tests count frozen-layer passes through it.
+  ActivationStore* activation_store() const { return store_.get(); }
 
  private:
   struct Progress;
@@ -172,6 +192,13 @@ class Trainer {
   std::optional<Transition> elastic_decision(bool epoch_end);
   void carry_out(const Transition& transition);
   void agree_on_position(const Plan& next) const;
+  // AutoCache (trainer_cache.cpp).
+  void open_activation_store();
+  std::vector<int64_t> slot_shape() const;
+  void set_cache(bool on);  // at the current plan's boundary
+  bool cache_wanted(const Transition& t) const;
+  std::vector<double> take_cache_counts();
+  void close_activation_store();
   void evaluate(double sums[4]);
   void write_outputs() const;
   void set_learning_rate();
@@ -201,6 +228,8 @@ class Trainer {
   bool session_warm_ = false;
   Policy policy_;
   std::unique_ptr<ElasticPolicy> elastic_;
+  std::unique_ptr<ActivationStore> store_;
+  bool store_owner_ = false;  // this process created the files and removes them
   bool asynchronous_ = false;
   std::string fingerprint_;
   std::string initial_fingerprint_;  // of the plan the run started with

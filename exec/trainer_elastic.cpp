@@ -132,6 +132,7 @@ void Trainer::carry_out(const Transition& t) {
         fmt::format("{}{}: {}", dist_ ? fmt::format("rank {}: ", rank) : "", what, e.what()));
   }
   set_learning_rate();
+  set_cache(cache_wanted(t));  // AutoCache at the new boundary (Section 3.4)
   if (t.frozen_layers != p.frozen_layers) {
     p.frozen_layers = t.frozen_layers;
     p.freeze.push_back({static_cast<int>(p.epoch), static_cast<long>(p.epoch_sample),
@@ -141,9 +142,9 @@ void Trainer::carry_out(const Transition& t) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   p.transition_s += seconds;
   if (options_.verbose && rank == 0) {
-    std::printf("step %lld: K=%d dp=%d M=%d frozen=%d  (transition %.2f s)\n",
+    std::printf("step %lld: K=%d dp=%d M=%d frozen=%d%s  (transition %.2f s)\n",
                 static_cast<long long>(p.step), plan_.num_stages(), plan_.dp, plan_.chunks,
-                p.frozen_layers, seconds);
+                p.frozen_layers, p.cache ? " cache" : "", seconds);
     std::fflush(stdout);
   }
 }

@@ -20,6 +20,7 @@ struct Trainer::Progress {
   int64_t epoch_sample = 0;  // samples of it trained
   double lr = 0;             // the learning rate in effect
   int frozen_layers = 0;
+  bool cache = false;                        // AutoCache in use
   int freeze_layers = 0;                     // L of the freeze trace
   std::vector<elastic::FreezeEvent> freeze;  // the freeze trace so far
   // The current epoch so far. loss_sum is this rank's share (its last stages' per-sample
@@ -31,5 +32,8 @@ struct Trainer::Progress {
   std::vector<EpochReport> log;                // finished epochs
   int64_t last_checkpoint = -1;
 };
+
+// The eight AutoCache counts of Trainer::take_cache_counts(), from `v` on.
+elastic::CacheCounts cache_counts_from(const double* v);
 
 }  // namespace pipetwin::exec

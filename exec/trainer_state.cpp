@@ -51,6 +51,8 @@ Json EpochReport::to_json() const {
   j["train_s"] = train_s;
   j["transition_s"] = transition_s;
   j["wall_s"] = wall_s;
+  j["cache"] = cache;
+  if (cache_stats) j["cache_stats"] = elastic::cache_counts_to_json(*cache_stats);
   return j;
 }
 
@@ -72,6 +74,8 @@ EpochReport EpochReport::from_json(const JsonView& v) {
   r.train_s = v.number("train_s");
   r.transition_s = v.nonneg_or("transition_s", 0);
   r.wall_s = v.number("wall_s");
+  r.cache = v.bool_or("cache", false);
+  if (v.has("cache_stats")) r.cache_stats = elastic::cache_counts_from_json(v.at("cache_stats"));
   return r;
 }
 
@@ -106,6 +110,7 @@ Json Trainer::progress_json() const {
   // Dropout masks are keyed by (seed, replica, global micro-batch): the step fixes the next key.
   j["dropout"] = {{"seed", options_.exec.seed}, {"next_micro_batch", p.step * plan_.chunks}};
   j["frozen_layers"] = p.frozen_layers;
+  j["cache"] = p.cache;
   Json trace = Json::array();
   for (const auto& e : p.freeze) {
     trace.push_back({{"epoch", e.epoch},
@@ -159,6 +164,7 @@ void Trainer::restore_progress(const JsonView& v) {
   if (elastic_) elastic_->restore(v.at("elastic"));
   p.lr = v.number("lr");
   p.frozen_layers = v.int32("frozen_layers");
+  p.cache = v.bool_or("cache", false);
   const JsonView trace = v.at("freeze_trace");
   p.freeze_layers = trace.int32("layers");
   p.freeze.clear();
@@ -378,6 +384,7 @@ void Trainer::resume() {
     failure = std::current_exception();
   }
   agree(failure, "resume (state)", true);
+  set_cache(progress_->cache);  // an empty cache at the checkpoint's boundary
   progress_->last_checkpoint = m->step;
   result_.resumed_from = m->step;
 }

@@ -6,8 +6,10 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "exec/activation_store.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
+#include "exec/train_data.hpp"
 
 namespace pipetwin::exec {
 
@@ -38,6 +40,22 @@ void StartGate::wait_open(AbortSignal& abort) {
   abort.wait(
       cv_, lock, [&] { return open_; }, "the start of the run");
 }
+
+namespace {
+
+// The data source's mini-batches are host memory, as a data loader's are; a stage copies its
+// micro-batch to its device, and only that copy counts against the device (memory_tracker.hpp).
+template <typename Fetch>
+at::Tensor copy_to_device(Fetch fetch) {
+  at::Tensor host;
+  {
+    MemoryTracker::ScopedDevice on_host(-1);
+    host = fetch();
+  }
+  return host.clone();
+}
+
+}  // namespace
 
 int64_t transfer_tag(const Action& a, int num_stages) {
   const bool act = a.payload == Payload::kActivation;
@@ -123,8 +141,11 @@ void DeviceWorker::warm_up() {
         input = at::randn_like(shared_.boundary_like(e.from, stage));
       }
     }
-    if (!has_producer) input = shared_.data->input(shared_.first_step, replica_, 0);
-    if (st->spec().last) target = shared_.data->target(shared_.first_step, replica_, 0);
+    const int step = shared_.first_step;
+    if (!has_producer)
+      input = copy_to_device([&] { return shared_.data->input(step, replica_, 0); });
+    if (st->spec().last)
+      target = copy_to_device([&] { return shared_.data->target(step, replica_, 0); });
     st->warm_up(input, target, graphs_in_flight(stage));
   }
 }
@@ -266,9 +287,10 @@ void DeviceWorker::forward(const Action& a) {
   if (f_frozen) {
     input = frozen_input(st, global_step, micro);
   } else if (producers == 0) {
-    input = shared_.data->input(global_step, replica_, micro);
+    input = copy_to_device([&] { return shared_.data->input(global_step, replica_, micro); });
   }
-  if (st->spec().last) target = shared_.data->target(global_step, replica_, micro);
+  if (st->spec().last)
+    target = copy_to_device([&] { return shared_.data->target(global_step, replica_, micro); });
   const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
   at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target, f_frozen);
   for (const auto& e : sh.edges) {
@@ -336,12 +358,33 @@ at::Tensor DeviceWorker::frozen_input(StageRuntime* st, int global_step, int mic
   if (it == frozen_out_.end()) {
     std::vector<at::Tensor> parts;
     for (int m = 0; m < M; ++m) parts.push_back(shared_.data->input(global_step, replica_, m));
-    const at::Tensor out = st->frozen_forward(at::cat(parts, 0));
+    const at::Tensor out = frozen_output(st, global_step, at::cat(parts, 0));
     it = frozen_out_.emplace(key, std::make_pair(out.split(parts[0].size(0), 0), 0)).first;
   }
   at::Tensor x = it->second.first[static_cast<size_t>(micro)].contiguous();
   if (++it->second.second == M) frozen_out_.erase(it);
   return x;
+}
+
+at::Tensor DeviceWorker::frozen_output(StageRuntime* st, int global_step, const at::Tensor& batch) {
+  // AutoCache (PipeTransformer Section 3.4, exec/activation_store.hpp): when the trainer has
+  // turned the machine's cache on and this F_frozen is the whole frozen prefix, each sample of
+  // the replica's batch is read (hit), completed from its entry (stale) or computed (miss).
+  auto* source = dynamic_cast<EpochBatches*>(shared_.data);
+  ActivationStore* cache = source ? source->frozen_cache() : nullptr;
+  if (!cache) return st->frozen_forward(batch);
+  const std::vector<int64_t> ids = source->replica_ids(global_step, replica_);
+  const int F = st->frozen_count();
+  if (!cache->enabled() || cache->boundary() != F ||
+      static_cast<int64_t>(ids.size()) != batch.size(0)) {
+    at::Tensor out = st->frozen_forward(batch);
+    cache->count_passes(0, F, ids);
+    return out;
+  }
+  cache->prefetch(source->replica_ids(global_step + 1, replica_));  // Appendix E's read-ahead
+  return cache->frozen_forward(ids, batch, [st](const at::Tensor& x, int from, int to) {
+    return st->frozen_forward(x, from, to);
+  });
 }
 
 }  // namespace pipetwin::exec

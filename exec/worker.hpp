@@ -8,7 +8,8 @@
 // runtime actually used, in the Timeline format the simulator writes. Tensors pass between the
 // device's streams through its Exchange. A first stage with frozen layers (F_frozen,
 // exec/stage.hpp) runs them once per step over the replica's whole batch, in the forward of the
-// step's first micro-batch, and feeds every micro-batch of the step from that output.
+// step's first micro-batch, and feeds every micro-batch of the step from that output; with
+// AutoCache on, per sample through the machine's ActivationStore (exec/activation_store.hpp).
 //
 // A failure in any thread raises the AbortSignal with the device, action and reason; every other
 // thread then stops at its next wait.
@@ -102,6 +103,8 @@ class DeviceWorker {
   void allreduce(const Action& a);
   // Micro-batch `micro` of the step's F_frozen output (the frozen prefix over the whole batch).
   at::Tensor frozen_input(StageRuntime* st, int global_step, int micro);
+  // F_frozen over the replica's batch of the step: through the AutoCache when it is on.
+  at::Tensor frozen_output(StageRuntime* st, int global_step, const at::Tensor& batch);
   void put(Key key, at::Tensor t, int consumers);
   at::Tensor take(Key key);
   double now() const;

@@ -10,10 +10,14 @@
 #      the M the simulator picks for the start, as the elastic policy would;
 #   3. the live run: `pipetwin train --elastic --nproc 2` on the digits (one pipeline stage per
 #      process, K = 2, dp = 1 at the start; Equation 1 on the measured gradient norms; AutoPipe
-#      compresses K to 1 and AutoDP makes the two processes two replicas);
+#      compresses K to 1 and AutoDP makes the two processes two replicas), twice: with AutoCache
+#      (the default --autocache auto: the machine's cache of F_frozen outputs, shared by the two
+#      processes, on once the cost model says reading beats the frozen forward pass) and without
+#      (--autocache off);
 #   4. its baseline: the same plan, no freezing (Pipe + DDP, PipeTransformer's baseline);
-#   5. `pipetwin simulate --elastic` replaying the live run's freeze trace on the profile, and
-#      the same no-freeze baseline;
+#   5. `pipetwin simulate --elastic` replaying each live run's freeze trace on the profile (with
+#      the simulator's AutoCache for the first, --no-autocache for the second), and the same
+#      no-freeze baseline;
 # The cluster is local-cpu-2proc with its link calibrated in step 1. The script prints live
 # against predicted training time (the time in training windows: the simulator models neither
 # the per-epoch evaluation nor, with --transition-scale 0, the transitions, which are printed
@@ -79,8 +83,8 @@ PY
 cluster="$out/cluster.json"
 
 sim=("$bin" simulate --elastic --model "$model" --profile "$out/profile.json" --cluster "$cluster"
-     -K 2 -B "$batch" --no-autocache --transition-scale 0 --no-state-transfer -q)
-"${sim[@]}" --epochs 1 --samples 1408 --report "$out/start.json"
+     -K 2 -B "$batch" --transition-scale 0 --no-state-transfer -q)
+"${sim[@]}" --no-autocache --epochs 1 --samples 1408 --report "$out/start.json"
 chunks=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['elastic']['transitions'][0]['chunks'])" "$out/start.json")
 "$bin" plan --model "$model" --profile "$out/profile.json" --cluster "$cluster" -K 2 \
   --schedule gpipe -B "$batch" -M "$chunks" --partitioner autopipe -q -o "$out/plan.json"
@@ -89,59 +93,73 @@ echo "== plan: K=2, dp=1, M=$chunks (AutoPipe partition)"
 train=("$bin" train --plan "$out/plan.json" --nproc 2 --data digits --epochs "$epochs"
        --optimizer adam --lr "$lr" --seed "$seed" --timeout 60)
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "== live elastic run (alpha $alpha, a freeze step every $interval; load: $(load))"
+echo "== live elastic run with AutoCache (alpha $alpha, a freeze step every $interval; load: $(load))"
 "${train[@]}" --elastic --alpha "$alpha" --freeze-interval "$interval" \
   --log "$out/live.jsonl" --epoch-log "$out/live.json" --freeze-trace "$out/trace.json"
+echo "== live elastic run without AutoCache (load: $(load))"
+"${train[@]}" --elastic --alpha "$alpha" --freeze-interval "$interval" --autocache off \
+  --log "$out/live-nocache.jsonl" --epoch-log "$out/live-nocache.json" \
+  --freeze-trace "$out/trace-nocache.json"
 echo "== baseline run (same plan, no freezing; load: $(load))"
 "${train[@]}" --log "$out/baseline.jsonl" --epoch-log "$out/baseline.json"
 
-echo "== replay of the live run's freeze trace (load: $(load))"
+echo "== replays of the live runs' freeze traces (load: $(load))"
 # The samples an epoch trains (the digits' training split less the remainder of the last step).
 samples=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['epochs'][0]['samples'])" "$out/live.json")
 "${sim[@]}" --epochs "$epochs" --samples "$samples" --freeze-trace "$out/trace.json" \
   --report "$out/replay.json" --log "$out/replay.csv"
+"${sim[@]}" --no-autocache --epochs "$epochs" --samples "$samples" \
+  --freeze-trace "$out/trace-nocache.json" --report "$out/replay-nocache.json" \
+  --log "$out/replay-nocache.csv"
 
 python3 - "$out" <<'EOF'
-import json, sys
+import csv, json, sys
 out = sys.argv[1]
 load = lambda name: json.load(open(f"{out}/{name}"))
-live, base, rep = load("live.json"), load("baseline.json"), load("replay.json")
-def total(log, key):
-    return sum(e[key] for e in log["epochs"])
-lt, bt = total(live, "compute_s"), total(base, "compute_s")
-ltr = total(live, "transition_s")
-pt, pb = rep["elastic"]["total_s"], rep["baseline"]["total_s"]
+base = load("baseline.json")
+total = lambda log, key: sum(e[key] for e in log["epochs"])
 err = lambda p, m: 100 * (p - m) / m
-lines = [
-    "epoch  K  dp  M  frozen  live s  predicted s  live acc  baseline acc",
-]
-sim_epochs = {}
-with open(f"{out}/replay.csv") as f:
-    head = f.readline().strip().split(",")
-    for row in f:
-        r = dict(zip(head, row.strip().split(",")))
-        sim_epochs[int(r["epoch"])] = r
-for e, b in zip(live["epochs"], base["epochs"]):
-    s = sim_epochs[e["epoch"]]
-    lines.append(f"{e['epoch']:5d}  {e['K']}  {e['dp']:2d}  {e['chunks']}  {e['frozen_layers']:6d}"
-                 f"  {e['compute_s']:6.2f}  {float(s['compute_s']):11.2f}  {e['accuracy']:8.4f}"
-                 f"  {b['accuracy']:12.4f}")
-same = all(int(sim_epochs[e["epoch"]][k]) == e[k2] for e in live["epochs"]
-           for k, k2 in (("K", "K"), ("dp", "dp"), ("chunks", "chunks"), ("frozen_layers", "frozen_layers")))
-acc_l, acc_b = live["epochs"][-1]["accuracy"], base["epochs"][-1]["accuracy"]
-best_l = max(e["accuracy"] for e in live["epochs"])
-best_b = max(e["accuracy"] for e in base["epochs"])
+bt, pb = total(base, "compute_s"), load("replay.json")["baseline"]["total_s"]
+lines = []
+for title, name, replay in (("elastic + AutoCache", "live", "replay"),
+                            ("elastic, no AutoCache", "live-nocache", "replay-nocache")):
+    live, rep = load(f"{name}.json"), load(f"{replay}.json")
+    sim_epochs = {int(r["epoch"]): r for r in csv.DictReader(open(f"{out}/{replay}.csv"))}
+    lt, ltr, pt = total(live, "compute_s"), total(live, "transition_s"), rep["elastic"]["total_s"]
+    lines += [f"== {title}",
+              "epoch  K  dp  M  frozen  cache    live s  predicted s  hits  stale  misses  shared"
+              "  live acc  baseline acc"]
+    for e, b in zip(live["epochs"], base["epochs"]):
+        s, c = sim_epochs[e["epoch"]], e.get("cache_stats") or {}
+        lines.append(f"{e['epoch']:5d}  {e['K']}  {e['dp']:2d}  {e['chunks']}  {e['frozen_layers']:6d}"
+                     f"  {'on ' if e['cache'] else 'off'}/{'on ' if int(s['cache']) else 'off'}"
+                     f"  {e['compute_s']:6.2f}  {float(s['compute_s']):11.2f}"
+                     f"  {c.get('hits', 0):4d}  {c.get('stale', 0):5d}  {c.get('misses', 0):6d}"
+                     f"  {c.get('shared_reads', 0):6d}  {e['accuracy']:8.4f}  {b['accuracy']:12.4f}")
+    same = all(int(sim_epochs[e["epoch"]][k]) == int(e[k]) for e in live["epochs"]
+               for k in ("K", "dp", "chunks", "frozen_layers", "cache"))
+    acc_l, acc_b = live["epochs"][-1]["accuracy"], base["epochs"][-1]["accuracy"]
+    best_l = max(e["accuracy"] for e in live["epochs"])
+    best_b = max(e["accuracy"] for e in base["epochs"])
+    lines += [
+        "(cache: live/replayed; hits, stale, misses, shared: the live run's cache per epoch)",
+        f"replay re-planned as the live run did (K, dp, M, frozen, cache per epoch): "
+        f"{'yes' if same else 'NO'}",
+        f"training time: live {lt:.2f} s, predicted {pt:.2f} s ({err(pt, lt):+.1f}%)"
+        f"; transitions {ltr:.2f} s more",
+        f"speedup: live {bt / lt:.2f}x (with transitions {bt / (lt + ltr):.2f}x), predicted"
+        f" {rep['speedup']:.2f}x",
+        f"held-out accuracy after {len(live['epochs'])} epochs: {acc_l:.4f}, baseline"
+        f" {acc_b:.4f} ({100 * (acc_l - acc_b):+.1f} points); best epoch: {best_l:.4f},"
+        f" baseline {best_b:.4f} ({100 * (best_l - best_b):+.1f} points)",
+        ""]
+cached, plain = total(load("live.json"), "compute_s"), total(load("live-nocache.json"), "compute_s")
+pc = load("replay.json")["elastic"]["total_s"]
+pn = load("replay-nocache.json")["elastic"]["total_s"]
 lines += [
-    "",
-    f"replay re-planned as the live run did (K, dp, M, frozen per epoch): {'yes' if same else 'NO'}",
-    f"elastic  training time: live {lt:.2f} s, predicted {pt:.2f} s ({err(pt, lt):+.1f}%)"
-    f"; transitions {ltr:.2f} s more",
     f"baseline training time: live {bt:.2f} s, predicted {pb:.2f} s ({err(pb, bt):+.1f}%)",
-    f"speedup: live {bt / lt:.2f}x (with transitions {bt / (lt + ltr):.2f}x), predicted"
-    f" {rep['speedup']:.2f}x",
-    f"held-out accuracy after {len(live['epochs'])} epochs: elastic {acc_l:.4f}, baseline"
-    f" {acc_b:.4f} ({100 * (acc_l - acc_b):+.1f} points); best epoch: elastic {best_l:.4f},"
-    f" baseline {best_b:.4f} ({100 * (best_l - best_b):+.1f} points)",
+    f"AutoCache: live {plain / cached:.3f}x over no cache ({plain:.2f} -> {cached:.2f} s),"
+    f" predicted {pn / pc:.3f}x ({pn:.2f} -> {pc:.2f} s)",
 ]
 text = "\n".join(lines)
 print(text)

@@ -1,6 +1,7 @@
 // Multi-process runs over c10d Gloo on 127.0.0.1 (issue "Executor", Must show): `pipetwin run
-// --nproc N` gives the weights of single-process training, and a rank that dies or stops
-// answering ends the job with an error on every rank within a bounded time.
+// --nproc N` gives the weights of single-process training, also for a Mixed-pipe plan (issue 5),
+// and a rank that dies or stops answering ends the job with an error on every rank within a
+// bounded time.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -84,6 +85,21 @@ TEST_F(Distributed, FourProcessesOneDeviceEach) {
   s.dp = 2;  // every send, recv and all-reduce crosses processes
   s.schedule = "1f1b";
   expect_single_process_weights(testing::exec_plan(s), 4, 2);
+}
+
+TEST_F(Distributed, TwoProcessMixedPipeEqualsSingleProcess) {
+  // A Mixed-pipe placement (FTPipe Section 4.1) over two processes: five stages on three devices,
+  // device 0 hosting stages 0, 1 and 4 (rank 0), device 1 stage 3 (rank 0), device 2 stage 2
+  // (rank 1); activations go 0 -> 0 (local), 0 -> 2 and 2 -> 1 across processes, 1 -> 0 within
+  // rank 0.
+  ExecSpec s;
+  s.chunks = 2;
+  const Plan plan = testing::mixed_plan(s, {{0}, {1}, {2}, {3}, {4}}, {0, 0, 2, 1, 0});
+  ASSERT_EQ(exec::device_rank(2, 3, 2), 1);
+  const Outcome o = sh(run_command(write_plan(plan), 2, 3));
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto reference = testing::plain_training(plan, testing::float64_options(3), 3);
+  EXPECT_LT(testing::max_relative_error(weights(0, 5), reference), 1e-5);
 }
 
 TEST_F(Distributed, ARankThatDiesEndsTheJobEverywhere) {

@@ -74,6 +74,19 @@ inline Plan exec_plan(const ExecSpec& s) {
   return p;
 }
 
+// A Mixed-pipe placement (FTPipe Section 4.1): stage s holds layers[s] on device devices[s] of
+// the replica; several stages may share a device and consecutive stages need not be neighbours.
+inline Plan mixed_plan(ExecSpec s, const std::vector<std::vector<int>>& layers,
+                       const std::vector<int>& devices) {
+  s.stages = 1;
+  Plan p = exec_plan(s);
+  p.partitioner = "mixed-pipe";
+  p.stages.clear();
+  for (size_t i = 0; i < layers.size(); ++i) p.stages.push_back({layers[i], devices[i]});
+  p.validate("mixed plan");
+  return p;
+}
+
 inline exec::ExecOptions float64_options(int iterations) {
   exec::ExecOptions o;
   o.iterations = iterations;

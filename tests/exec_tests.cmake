@@ -2,6 +2,7 @@
 # multi-process Gloo runs; training runs, checkpoints and injected faults.
 pipetwin_add_test(exec_tests
   exec_train_test.cpp
+  exec_memory_test.cpp
   exec_failure_test.cpp
   exec_distributed_test.cpp
   exec_profiler_test.cpp
@@ -9,6 +10,7 @@ pipetwin_add_test(exec_tests
   exec_checkpoint_test.cpp
   exec_fault_test.cpp
   exec_elastic_test.cpp
+  exec_autocache_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)
 # The ThreadSanitizer build (scripts/sanitize.sh tsan) needs only the in-process threaded suites:
 # a binary of their two files keeps that second LibTorch build short.

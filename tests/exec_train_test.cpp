@@ -10,6 +10,7 @@
 #include "core/schedule/generators.hpp"
 #include "exec/reference.hpp"
 #include "exec_test_util.hpp"
+#include "sim/planner.hpp"
 
 namespace pipetwin {
 namespace {
@@ -88,20 +89,14 @@ TEST(ExecDropout, CheckpointedRecomputeSeesTheForwardsMasks) {
   }
 }
 
-class AsyncUsesDeclaredVersions : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
-
-TEST_P(AsyncUsesDeclaredVersions, RecordedVersionsAndWeights) {
-  const auto [schedule, M] = GetParam();
-  ExecSpec s;
-  s.schedule = schedule;
-  s.stages = 3;
-  s.chunks = M;
-  const Plan plan = exec_plan(s);
-  const auto opt = float64_options(6);
+// Runs `plan` for `iterations` steps and checks that (a) every compute action ran on the weight
+// version the schedule declares, as the runtime counts them, (b) the weights equal single-process
+// training at those versions, and (c) staleness is real: plain synchronous SGD ends elsewhere.
+void expect_declared_versions(const Plan& plan, int iterations) {
+  const auto opt = float64_options(iterations);
   const exec::ExecResult r = exec::execute_plan(plan, opt);
-  // (a) Every compute action ran on the version the schedule declares, as the runtime counts.
-  const PlanContext ctx(plan, 6);
-  const Schedule sched = make_schedule(schedule, ctx.shape);
+  const PlanContext ctx(plan, iterations);
+  const Schedule sched = make_schedule(plan.schedule, ctx.shape);
   std::map<std::tuple<int, int, int, int>, int> declared;  // device, op, stage, mb -> version
   for (int d = 0; d < sched.num_devices(); ++d) {
     for (const auto& a : sched.devices[static_cast<size_t>(d)]) {
@@ -122,19 +117,119 @@ TEST_P(AsyncUsesDeclaredVersions, RecordedVersionsAndWeights) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(declared.size()));
-  // (b) The weights equal single-process training at those versions.
   const exec::ReferenceResult ref = exec::reference_training(plan, sched, opt);
   std::vector<at::Tensor> expected;
   for (const auto& st : ref.stage_parameters) expected.insert(expected.end(), st.begin(), st.end());
-  EXPECT_LT(max_relative_error(testing::executor_parameters(r, 3), expected), 1e-9);
-  // (c) Staleness is real: plain synchronous SGD ends elsewhere.
-  EXPECT_GT(max_relative_error(expected, testing::plain_training(plan, opt, 6)), 1e-6);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, plan.num_stages()), expected), 1e-9);
+  EXPECT_GT(max_relative_error(expected, testing::plain_training(plan, opt, iterations)), 1e-6);
+}
+
+class AsyncUsesDeclaredVersions : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(AsyncUsesDeclaredVersions, RecordedVersionsAndWeights) {
+  const auto [schedule, M] = GetParam();
+  ExecSpec s;
+  s.schedule = schedule;
+  s.stages = 3;
+  s.chunks = M;
+  expect_declared_versions(exec_plan(s), 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, AsyncUsesDeclaredVersions,
                          ::testing::Combine(::testing::Values("pipedream", "ddg", "feature-replay",
                                                               "ftpipe-async"),
                                             ::testing::Values(1, 2)));
+
+// Mixed-pipe plans (FTPipe Section 4.1; issue 5: "the executor must run every partition this
+// issue produces"). Five stages on three devices: stages 0 and 1 share device 0 (a local hand-over,
+// no transfer), stage 1 feeds device 2 (not device 0's neighbour), stage 2 feeds device 1 (a lower
+// one), stage 3 returns to device 0, which so hosts three stages.
+const std::vector<int> kMixedDevices{0, 0, 2, 1, 0};
+
+Plan mixed(const std::string& model, const std::string& schedule, int chunks,
+           Checkpoint ck = Checkpoint::kNone) {
+  ExecSpec s;
+  s.model = model;
+  s.schedule = schedule;
+  s.chunks = chunks;
+  s.checkpoint = ck;
+  const int L = static_cast<int>(testing::profile_of(model).layers.size());
+  // Layers 0..L-4 in stage 0, then one layer per stage.
+  std::vector<std::vector<int>> layers(1);
+  for (int l = 0; l <= L - 4; ++l) layers[0].push_back(l);
+  for (int l = L - 3; l < L; ++l) layers.push_back({l});
+  layers.insert(layers.begin() + 1, std::vector<int>{layers[0].back()});
+  layers[0].pop_back();
+  return testing::mixed_plan(s, layers, kMixedDevices);
+}
+
+class MixedPipeEqualsSingleProcess : public ::testing::TestWithParam<SyncCase> {};
+
+TEST_P(MixedPipeEqualsSingleProcess, SameWeightsAfterSeveralSteps) {
+  const SyncCase c = GetParam();
+  const Plan plan = mixed(c.model, c.schedule, c.chunks, c.checkpoint);
+  ASSERT_EQ(plan.num_stages(), 5);
+  ASSERT_EQ(plan.devices_per_replica(), 3);
+  const auto opt = float64_options(3);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  const auto reference = testing::plain_training(plan, opt, 3);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, 5), reference), kTolerance);
+  // Every stage ran on its device, and only boundaries between devices were transferred.
+  int sends = 0;
+  for (const auto& e : r.timeline.events) {
+    if (e.action.stage >= 0) {
+      EXPECT_EQ(e.device, kMixedDevices[static_cast<size_t>(e.action.stage)]);
+    }
+    if (e.action.op == Op::kSend) {
+      ++sends;
+      EXPECT_NE(kMixedDevices[static_cast<size_t>(e.action.stage)],
+                kMixedDevices[static_cast<size_t>(e.action.peer_stage)])
+          << describe(e.action);
+    }
+  }
+  EXPECT_EQ(sends, 2 * 3 * 3 * c.chunks);  // 3 remote edges, both ways, 3 steps of M
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, MixedPipeEqualsSingleProcess,
+    ::testing::Values(SyncCase{"mlp:layers=4,width=32,input=16", "naive", 5, 3, Checkpoint::kNone},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 5, 4, Checkpoint::kNone},
+                      SyncCase{"mlp:layers=4,width=32,input=16", "gpipe", 5, 4,
+                               Checkpoint::kExceptLast},
+                      SyncCase{"vit:test", "gpipe", 5, 2, Checkpoint::kAlways},
+                      SyncCase{"vit:test", "naive", 5, 2, Checkpoint::kNone}));
+
+TEST(MixedPipeAsync, FTPipeUsesDeclaredVersionsWithSeveralStagesPerDevice) {
+  for (int M : {1, 2}) {
+    SCOPED_TRACE(fmt::format("M = {}", M));
+    expect_declared_versions(mixed("mlp:layers=4,width=32,input=16", "ftpipe-async", M), 6);
+  }
+}
+
+// What `pipetwin plan --partitioner mixed-pipe` makes of vit:tiny on the shipped profile (eight
+// blocks on two devices) runs and trains as one process does.
+TEST(MixedPipePartitioner, ItsPlanForVitTinyEqualsSingleProcess) {
+  const Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
+  sim::PlanRequest q;
+  q.model = "vit:tiny";
+  q.profile =
+      load_profile(std::string(PIPETWIN_SOURCE_DIR) + "/traces/cpu-core/vit-tiny.profile.json");
+  q.cluster = load_cluster("local-cpu-2", catalog);
+  q.catalog = &catalog;
+  q.stages = 2;
+  q.schedule = "gpipe";
+  q.batch_size = 8;
+  q.chunks = 4;
+  q.partitioner = "mixed-pipe";
+  const Plan plan = sim::make_plan(q);
+  ASSERT_EQ(plan.devices_per_replica(), 2);
+  ASSERT_GT(plan.num_stages(), 2) << "several stages per device";
+  const auto opt = float64_options(2);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  const auto reference = testing::plain_training(plan, opt, 2);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, plan.num_stages()), reference),
+            kTolerance);
+}
 
 TEST(ExecDataParallel, InProcessGPipeEqualsGlobalBatch) {
   ExecSpec s;

@@ -16,7 +16,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 EpochRecord record_from_json(const JsonView& j) {
   j.allow_only({"epoch", "frozen_layers", "K", "dp", "chunks", "cache", "steps", "samples",
                 "compute_s", "transition_s", "time_s", "throughput_samples_per_s", "loss",
-                "accuracy"});
+                "accuracy", "cache_stats"});
   EpochRecord r;
   auto positive_int = [&](const char* key) {
     const int v = j.int32(key);
@@ -42,6 +42,7 @@ EpochRecord record_from_json(const JsonView& j) {
   r.throughput_samples_per_s = j.nonneg_or("throughput_samples_per_s", 0);
   if (j.has("loss")) r.loss = j.number("loss");
   if (j.has("accuracy")) r.accuracy = j.number("accuracy");
+  if (j.has("cache_stats")) r.cache_stats = cache_counts_from_json(j.at("cache_stats"));
   return r;
 }
 
@@ -50,6 +51,37 @@ std::string optional_cell(const std::optional<double>& v) {
 }
 
 }  // namespace
+
+CacheCounts cache_counts_from_json(const JsonView& j) {
+  j.allow_only({"hits", "stale", "misses", "shared_reads", "memory_read_bytes", "disk_read_bytes",
+                "memory_write_bytes", "disk_write_bytes"});
+  auto count = [&](const char* key) {
+    const long v = static_cast<long>(j.integer(key));
+    if (v < 0) j.at(key).fail(fmt::format("must not be negative ({} given)", v));
+    return v;
+  };
+  CacheCounts c;
+  c.hits = count("hits");
+  c.stale = count("stale");
+  c.misses = count("misses");
+  c.shared_reads = count("shared_reads");
+  c.memory_read_bytes = j.nonneg("memory_read_bytes");
+  c.disk_read_bytes = j.nonneg("disk_read_bytes");
+  c.memory_write_bytes = j.nonneg("memory_write_bytes");
+  c.disk_write_bytes = j.nonneg("disk_write_bytes");
+  return c;
+}
+
+Json cache_counts_to_json(const CacheCounts& c) {
+  return {{"hits", c.hits},
+          {"stale", c.stale},
+          {"misses", c.misses},
+          {"shared_reads", c.shared_reads},
+          {"memory_read_bytes", c.memory_read_bytes},
+          {"disk_read_bytes", c.disk_read_bytes},
+          {"memory_write_bytes", c.memory_write_bytes},
+          {"disk_write_bytes", c.disk_write_bytes}};
+}
 
 double EpochLog::total_s() const {
   double t = 0;
@@ -80,6 +112,7 @@ Json epoch_log_to_json(const EpochLog& log) {
     j["throughput_samples_per_s"] = e.throughput_samples_per_s;
     if (e.loss) j["loss"] = *e.loss;
     if (e.accuracy) j["accuracy"] = *e.accuracy;
+    if (e.cache_stats) j["cache_stats"] = cache_counts_to_json(*e.cache_stats);
     epochs.push_back(j);
   }
   doc["epochs"] = epochs;

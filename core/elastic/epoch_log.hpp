@@ -6,9 +6,13 @@
 //
 // JSON: "pipetwin.elastic_log" version 1, {"format", "version", "source", "model", "epochs":
 // [{"epoch", "frozen_layers", "K", "dp", "chunks", "cache", "steps", "samples", "compute_s",
-// "transition_s", "time_s", "throughput_samples_per_s", "loss"?, "accuracy"?}]}, validated on
-// load with errors naming the file and field. CSV: one header line, one row per epoch, the same
-// columns (loss and accuracy empty when unknown).
+// "transition_s", "time_s", "throughput_samples_per_s", "loss"?, "accuracy"?, "cache_stats"?}]},
+// validated on load with errors naming the file and field. CSV: one header line, one row per
+// epoch, the same columns (loss and accuracy empty when unknown; cache_stats only in JSON).
+// "cache_stats" (added later, optional, so older files load): what AutoCache did in the epoch,
+// as a live run counts it (exec/activation_store.hpp): {"hits", "stale", "misses",
+// "shared_reads", "memory_read_bytes", "disk_read_bytes", "memory_write_bytes",
+// "disk_write_bytes"}.
 //
 // Thread-safety: plain value types.
 #pragma once
@@ -20,6 +24,16 @@
 #include "core/json_io.hpp"
 
 namespace pipetwin::elastic {
+
+// AutoCache's work in an epoch, summed over the machine's processes.
+struct CacheCounts {
+  long hits = 0;          // entry at the current boundary: read only
+  long stale = 0;         // entry at an older boundary: read, the layers between run, rewritten
+  long misses = 0;        // no entry: every frozen layer run, written
+  long shared_reads = 0;  // entries read that another process (replica) wrote
+  double memory_read_bytes = 0, disk_read_bytes = 0;
+  double memory_write_bytes = 0, disk_write_bytes = 0;
+};
 
 struct EpochRecord {
   int epoch = 0;
@@ -35,6 +49,7 @@ struct EpochRecord {
   double time_s = 0;        // compute_s + transition_s
   double throughput_samples_per_s = 0;  // samples / time_s
   std::optional<double> loss, accuracy;
+  std::optional<CacheCounts> cache_stats;  // a live run's, when it had a cache
 };
 
 struct EpochLog {
@@ -44,6 +59,8 @@ struct EpochLog {
   double total_s() const;
 };
 
+Json cache_counts_to_json(const CacheCounts& counts);
+CacheCounts cache_counts_from_json(const JsonView& j);  // InputError naming the field
 Json epoch_log_to_json(const EpochLog& log);
 EpochLog epoch_log_from_json(const JsonView& doc);
 std::string epoch_log_csv(const EpochLog& log);

@@ -1,0 +1,176 @@
+// The memory model against the executor (issue 5, Must show: "The memory model predicts the
+// executor's measured peak memory within 10% for every schedule on the test models"): for every
+// schedule, the peak bytes core/memory.hpp reads off the schedule, with a profile measured here,
+// against the peak the counting allocator (exec/memory_tracker.hpp) measures per device while the
+// executor runs the same plan; and checkpointing's cut of activation memory, measured against
+// predicted.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/memory.hpp"
+#include "core/schedule/generators.hpp"
+#include "exec/profiler.hpp"
+#include "exec_test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+constexpr double kBound = 0.10;  // the issue's bound on |predicted - measured| / measured
+
+struct MemCase {
+  std::string model, schedule;
+  int micro_batch, chunks;
+  Checkpoint checkpoint;
+};
+
+exec::OptimizerConfig sgd() {
+  exec::OptimizerConfig o;
+  o.kind = "sgd";
+  o.momentum = 0.9;  // one state tensor per parameter
+  return o;
+}
+
+void PrintTo(const MemCase& c, std::ostream* os) {
+  *os << fmt::format("{} {} b={} M={} checkpoint={}", c.model, c.schedule, c.micro_batch, c.chunks,
+                     checkpoint_name(c.checkpoint));
+}
+
+std::string case_name(const ::testing::TestParamInfo<MemCase>& info) {
+  std::string s =
+      fmt::format("{}_{}_b{}_M{}_{}", info.param.model, info.param.schedule, info.param.micro_batch,
+                  info.param.chunks, checkpoint_name(info.param.checkpoint));
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+// One device: predicted and measured peak bytes and the static bytes (parameters, gradients,
+// optimizer state) both include.
+struct DevicePeak {
+  double predicted = 0, measured = 0, static_bytes = 0;
+  double error() const { return (predicted - measured) / measured; }
+};
+
+// The model's memory figures measured here at micro-batch size b (one untimed pass: only the
+// bytes matter), once per model and size.
+const Profile& measured_profile(const std::string& model, int b) {
+  static std::map<std::pair<std::string, int>, Profile> profiles;
+  auto it = profiles.find({model, b});
+  if (it == profiles.end()) {
+    exec::ProfileOptions po;
+    po.micro_batches = {b};
+    po.warmup = 0;
+    po.repeats = 1;
+    po.contention = false;
+    po.pin = false;
+    po.optimizer = sgd();
+    it = profiles.emplace(std::make_pair(model, b), exec::profile_model(model, po)).first;
+  }
+  return it->second;
+}
+
+// Plans K = 2 contiguous stages on the measured profile, runs the plan with the executor and
+// walks the schedule with the memory model.
+std::vector<DevicePeak> measure(const MemCase& c) {
+  testing::ExecSpec s;
+  s.model = c.model;
+  s.schedule = c.schedule;
+  s.stages = 2;
+  s.chunks = c.chunks;
+  s.micro_batch = c.micro_batch;
+  s.checkpoint = c.checkpoint;
+  Plan plan = testing::exec_plan(s);
+  plan.profile = measured_profile(c.model, c.micro_batch);
+  const int iterations = schedule_default_iterations(c.schedule, 2);
+  exec::ExecOptions o;
+  o.iterations = iterations;
+  o.optimizer = sgd();
+  o.pin_threads = false;
+  const exec::ExecResult r = exec::execute_plan(plan, o);
+  const PlanContext ctx(plan, iterations);
+  const CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), plan.schedule);
+  const MemoryWalk walk = walk_memory(cs, ctx.stages);
+  std::vector<DevicePeak> out;
+  for (int d = 0; d < cs.num_devices(); ++d) {
+    const auto& dm = walk.devices[static_cast<size_t>(d)];
+    out.push_back(
+        {dm.peak_bytes, r.timeline.peak_memory_bytes[static_cast<size_t>(d)], dm.static_bytes});
+  }
+  return out;
+}
+
+class MemoryModelMatchesExecutor : public ::testing::TestWithParam<MemCase> {};
+
+TEST_P(MemoryModelMatchesExecutor, PeakPerDeviceWithinTenPercent) {
+  const auto peaks = measure(GetParam());
+  for (size_t d = 0; d < peaks.size(); ++d) {
+    const DevicePeak& p = peaks[d];
+    fmt::print(
+        "device {}: predicted {:.2f} MiB measured {:.2f} MiB static {:.2f} MiB act pred "
+        "{:.2f} meas {:.2f} error {:+.1f}%\n",
+        d, p.predicted / kMiB, p.measured / kMiB, p.static_bytes / kMiB,
+        (p.predicted - p.static_bytes) / kMiB, (p.measured - p.static_bytes) / kMiB,
+        100 * p.error());
+    EXPECT_LE(std::abs(p.error()), kBound) << "device " << d;
+  }
+}
+
+// Every schedule, with and without checkpointing, at a few M, on the three test models; the
+// micro-batch sizes make activations a large share of the peak (the static bytes alone would
+// pass any bound). GPipe's M: how many output gradients reach a device ahead of its backwards
+// depends on timing (a faster next stage sends them all); the model counts the most that can
+// arrive (core/memory.hpp). On the mlp, whose stage boundary is as large as a whole layer's saved
+// activations, M = 8 makes that timing-dependent swing alone 12% of device 0's peak (we measured
+// 0 to 10% over-prediction from run to run), so the mlp runs GPipe at M = 4: the bound is
+// met by the model, not by luck. 1F1B-like schedules bound the gradients ahead by K - s - 1.
+std::vector<MemCase> all_cases() {
+  struct Schedule {
+    const char* name;
+    int chunks;
+    Checkpoint checkpoint;
+  };
+  const std::pair<const char*, int> models[] = {{"mlp", 64}, {"vit:tiny", 4}, {"bert:tiny", 2}};
+  std::vector<MemCase> out;
+  for (const auto& [model, b] : models) {
+    const int gpipe_m = std::string(model) == "mlp" ? 4 : 8;
+    const Schedule schedules[] = {
+        {"naive", 4, Checkpoint::kNone},          {"gpipe", 2, Checkpoint::kNone},
+        {"gpipe", gpipe_m, Checkpoint::kNone},    {"gpipe", 4, Checkpoint::kExceptLast},
+        {"gpipe", gpipe_m, Checkpoint::kAlways},  {"1f1b", 4, Checkpoint::kNone},
+        {"1f1b", 8, Checkpoint::kExceptLast},     {"pipedream", 1, Checkpoint::kNone},
+        {"pipedream", 2, Checkpoint::kNone},      {"ddg", 1, Checkpoint::kNone},
+        {"feature-replay", 2, Checkpoint::kNone}, {"ftpipe-async", 1, Checkpoint::kNone},
+        {"ftpipe-async", 4, Checkpoint::kNone}};
+    for (const auto& s : schedules) out.push_back({model, s.name, b, s.chunks, s.checkpoint});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, MemoryModelMatchesExecutor, ::testing::ValuesIn(all_cases()),
+                         case_name);
+
+// torchgpipe Section 2.1: checkpointing keeps only the stage inputs of the micro-batches in
+// flight and the activations of the one being recomputed, cutting activation memory by about M.
+// Activation memory is the peak less parameters, gradients and optimizer state.
+TEST(MemoryCheckpointing, CutsActivationMemoryByAboutMAsPredicted) {
+  const int M = 8;
+  const auto none = measure({"vit:tiny", "gpipe", 4, M, Checkpoint::kNone});
+  const auto ckpt = measure({"vit:tiny", "gpipe", 4, M, Checkpoint::kExceptLast});
+  for (size_t d = 0; d < none.size(); ++d) {
+    const double predicted =
+        (none[d].predicted - none[d].static_bytes) / (ckpt[d].predicted - ckpt[d].static_bytes);
+    const double measured =
+        (none[d].measured - none[d].static_bytes) / (ckpt[d].measured - ckpt[d].static_bytes);
+    fmt::print("device {}: activation memory cut {:.2f}x predicted, {:.2f}x measured (M = {})\n", d,
+               predicted, measured, M);
+    EXPECT_GT(predicted, 0.75 * M) << "device " << d;
+    EXPECT_LT(predicted, M) << "device " << d;
+    EXPECT_NEAR(measured / predicted, 1.0, kBound) << "device " << d;
+  }
+}
+
+}  // namespace
+}  // namespace pipetwin
