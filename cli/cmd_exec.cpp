@@ -47,8 +47,15 @@ char** g_argv = nullptr;
 }  // namespace
 
 int relaunch_local(int nproc, int master_port) {
-  return exec::launch_local(nproc, args_without_nproc(g_argc, g_argv), master_port,
-                            std::chrono::seconds(5));
+  return relaunch_local_job(nproc, master_port, {}).status;
+}
+
+LocalJobResult relaunch_local_job(int nproc, int master_port,
+                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> args = args_without_nproc(g_argc, g_argv);
+  args.insert(args.end(), extra.begin(), extra.end());
+  const exec::LocalJob job = exec::run_local_job(nproc, args, master_port, std::chrono::seconds(5));
+  return {job.status, job.lost};
 }
 
 namespace {

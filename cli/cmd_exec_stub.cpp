@@ -22,4 +22,8 @@ int relaunch_local(int, int) {
   return 1;
 }
 
+LocalJobResult relaunch_local_job(int, int, const std::vector<std::string>&) {
+  return {1, {}};
+}
+
 }  // namespace pipetwin::cli

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "exec/checkpoint.hpp"
 #include "exec/distributed.hpp"
 #include "exec/elastic_policy.hpp"
 #include "exec/trainer.hpp"
@@ -31,6 +33,8 @@ struct TrainArgs {
   bool elastic = false;
   std::string freeze_interval = "1epoch", lambda_frozen = "1/6", freeze_rule = "eq1";
   std::string autocache = "auto", cache_dir, cache_spill_dir, cache_memory;
+  std::string on_rank_loss = "stop";
+  int max_restarts = 3;
   double alpha = 1.0 / 3.0;
   int epochs = 1, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   int64_t max_steps = 0;
@@ -175,20 +179,70 @@ exec::TrainOptions train_options(const TrainArgs& a) {
   return o;
 }
 
+// --on-rank-loss stop|continue: a lost rank (killed, crashed) ends the job on every rank (the
+// peers fail their next collective within --timeout and exit with the error); with "continue"
+// the launcher then starts the job again without the lost ranks, resuming the last checkpoint:
+// the trainer re-plans the elastic run for the devices that are left (AutoDP with fewer
+// replicas, exec/trainer.hpp "fewer ranks"). Like torchelastic, the work since that checkpoint
+// is done again. Only a rank that died by a signal counts as lost: a rank that raised an error
+// would raise it again.
+void check_rank_loss_flags(const TrainArgs& a) {
+  if (a.on_rank_loss != "stop" && a.on_rank_loss != "continue") {
+    throw InputError(
+        fmt::format("--on-rank-loss: expected stop or continue, got \"{}\"", a.on_rank_loss));
+  }
+  if (a.max_restarts < 0) {
+    throw InputError(fmt::format("--max-restarts must not be negative ({} given)", a.max_restarts));
+  }
+  if (a.on_rank_loss == "continue" && (!a.elastic || a.checkpoint_dir.empty())) {
+    throw InputError(
+        "--on-rank-loss continue: needs --elastic (the policy re-plans for fewer replicas) and "
+        "--checkpoint-dir (the state to continue from)");
+  }
+}
+
+void run_local_train(const TrainArgs& a) {
+  int nproc = a.nproc;
+  std::vector<std::string> extra;
+  for (int restart = 0;; ++restart) {
+    // The processes' restart count, as torchelastic's TORCHELASTIC_RESTART_COUNT.
+    ::setenv("PIPETWIN_RESTART_COUNT", std::to_string(restart).c_str(), 1);
+    const LocalJobResult job = relaunch_local_job(nproc, a.master_port, extra);
+    if (job.status == 0) return;
+    const std::string failed =
+        fmt::format("train: the {}-process job failed (exit status {})", nproc, job.status);
+    if (a.on_rank_loss != "continue" || job.lost.empty()) throw RunFailure(failed);
+    const int left = nproc - static_cast<int>(job.lost.size());
+    const std::optional<exec::Manifest> m = exec::read_manifest(a.checkpoint_dir);
+    std::string why;
+    if (left < 1) why = "no rank is left";
+    if (!m) why = fmt::format("there is no checkpoint in {}", a.checkpoint_dir);
+    if (restart >= a.max_restarts) why = fmt::format("--max-restarts {} reached", a.max_restarts);
+    if (!why.empty()) {
+      throw RunFailure(fmt::format("{}; lost rank(s) {}, not continuing: {}", failed,
+                                   fmt::join(job.lost, ", "), why));
+    }
+    std::fprintf(stderr,
+                 "pipetwin: lost rank(s) %s; continuing on %d process%s from the checkpoint of "
+                 "step %lld (restart %d of at most %d)\n",
+                 fmt::format("{}", fmt::join(job.lost, ", ")).c_str(), left, left == 1 ? "" : "es",
+                 static_cast<long long>(m->step), restart + 1, a.max_restarts);
+    nproc = left;
+    if (!a.resume) extra = {"--resume"};
+  }
+}
+
 void run_train(const TrainArgs& a) {
   require_positive("--timeout", a.timeout_s);
   require_positive("--nproc", a.nproc);
+  check_rank_loss_flags(a);
   const exec::TrainOptions o = train_options(a);
   const Plan plan = load_plan(a.plan);
   // The elastic policy checks the plan (transformer layers, one stage per device) before any
   // process starts.
   if (o.elastic) exec::ElasticPolicy(plan, *o.elastic);
   if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
-    const int status = relaunch_local(a.nproc, a.master_port);
-    if (status != 0) {
-      throw RunFailure(
-          fmt::format("train: the {}-process job failed (exit status {})", a.nproc, status));
-    }
+    run_local_train(a);
     return;
   }
   const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
@@ -237,6 +291,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", a->checkpoint_every,
                   "checkpoint every STEPS optimizer steps, or every \"epoch\" (and at the end)");
   cmd->add_flag("--resume", a->resume, "continue from the last checkpoint in --checkpoint-dir");
+  cmd->add_option("--on-rank-loss", a->on_rank_loss,
+                  "--nproc, elastic: when a rank dies, stop every rank, or continue: restart "
+                  "without it from the last checkpoint, with fewer replicas")
+      ->capture_default_str();
+  cmd->add_option("--max-restarts", a->max_restarts, "--on-rank-loss continue: restarts at most")
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();

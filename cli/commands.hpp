@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +33,14 @@ void set_command_line(int argc, char** argv);
 void add_train_command(CLI::App& app);
 // Starts this command line (less --nproc) on `nproc` local processes; the job's exit status.
 int relaunch_local(int nproc, int master_port);
+// The same with `extra` arguments appended; the job's status and the ranks it lost
+// (exec/launcher.hpp).
+struct LocalJobResult {
+  int status = 0;
+  std::vector<int> lost;
+};
+LocalJobResult relaunch_local_job(int nproc, int master_port,
+                                  const std::vector<std::string>& extra);
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);

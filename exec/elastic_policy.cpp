@@ -95,6 +95,16 @@ Transition ElasticPolicy::transition(int frozen) {
   return Transition{plan_for(frozen, K_), frozen, frozen > 0 && cache_pays_off(frozen)};
 }
 
+Transition ElasticPolicy::fewer_devices(int devices) {
+  if (devices < 1 || devices >= devices_) {
+    throw InputError(
+        fmt::format("elastic: the job can only lose devices ({} -> {})", devices_, devices));
+  }
+  devices_ = devices;
+  while (devices_ % K_ != 0) --K_;
+  return Transition{plan_for(frozen_, K_), frozen_, frozen_ > 0 && cache_pays_off(frozen_)};
+}
+
 void ElasticPolicy::configure_cache(long samples, CacheConfig config, CacheCosts costs) {
   cache_samples_ = samples;
   cache_config_ = config;

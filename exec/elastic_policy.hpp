@@ -104,6 +104,13 @@ class ElasticPolicy {
   Transition transition(int frozen);
   // The plan of a state: `frozen` transformer layers, pipeline length K (no compression).
   Plan plan_for(int frozen, int K) const;
+  // AutoDP after the job lost devices (a rank that died, `train --on-rank-loss continue`): the
+  // job has `devices` from now on, fewer than before; K becomes the largest pipeline length not
+  // above K that divides them, so every device drives a stage (the paper's K is a power of two
+  // and shrinks by halving; a divisor keeps the same property on, e.g., 3 devices), and dp =
+  // devices / K. Returns the transition to the current frozen count on them. InputError when
+  // `devices` is not in [1, devices()).
+  Transition fewer_devices(int devices);
   // AutoCache's inputs: the samples the machine caches, its memory budget, and the read
   // bandwidths (0: host reads at the plan's intra-node link, disk at 2 GB/s, as the simulator).
   void configure_cache(long samples, elastic::CacheConfig config, elastic::CacheCosts costs);

@@ -59,6 +59,7 @@ Fault Fault::parse(const std::string& text) {
     rest = text.substr(at + 1);
   }
   size_t pos = 0;
+  int64_t restart = -1;
   while (pos <= rest.size() && !rest.empty()) {
     const size_t comma = rest.find(',', pos);
     const std::string item = rest.substr(pos, comma == std::string::npos ? comma : comma - pos);
@@ -78,6 +79,8 @@ Fault Fault::parse(const std::string& text) {
       f.transition_ = parse_number(k, v, text);
     } else if (k == "rank") {
       f.rank_ = static_cast<int>(parse_number(k, v, text));
+    } else if (k == "restart") {
+      restart = parse_number(k, v, text);
     } else if (k == "device") {
       f.device_ = static_cast<int>(parse_number(k, v, text));
     } else if (k == "action") {
@@ -85,7 +88,7 @@ Fault Fault::parse(const std::string& text) {
     } else {
       throw InputError(
           fmt::format("environment variable PIPETWIN_FAULT: key \"{}\" in \"{}\": expected step, "
-                      "checkpoint, transition, rank, device, action or mode",
+                      "checkpoint, transition, rank, restart, device, action or mode",
                       k, text));
     }
     if (comma == std::string::npos) break;
@@ -101,6 +104,10 @@ Fault Fault::parse(const std::string& text) {
         "or action=)",
         text));
   }
+  // restart=N: only in the job the launcher started after N restarts (--on-rank-loss continue
+  // sets PIPETWIN_RESTART_COUNT), so a fault that cost a rank does not fire again after it.
+  const char* count = std::getenv("PIPETWIN_RESTART_COUNT");
+  if (restart >= 0 && restart != (count && *count ? std::atoll(count) : 0)) f.mode_ = Mode::kNone;
   return f;
 }
 

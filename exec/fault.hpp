@@ -17,7 +17,9 @@
 // modes fire after every rank's file is durable and before the manifest, the worst moment for
 // consistency), transition (the elastic transition after that step: fires once the first
 // stage's state has crossed between the ranks and before the rest, the worst moment for a
-// re-plan), rank (default: every rank), device and action (the older form).
+// re-plan), rank (default: every rank), restart (only in the job started after that many
+// restarts: the launcher of `train --on-rank-loss continue` sets PIPETWIN_RESTART_COUNT; default:
+// every job), device and action (the older form).
 //
 // We chose the environment over a flag because the faults must reach processes the launcher
 // starts (`--nproc`) and code far from the command line (stream threads, the checkpoint writer)

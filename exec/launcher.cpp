@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -35,6 +36,11 @@ int free_local_port() {
 
 int launch_local(int nproc, const std::vector<std::string>& args, int master_port,
                  std::chrono::seconds grace) {
+  return run_local_job(nproc, args, master_port, grace).status;
+}
+
+LocalJob run_local_job(int nproc, const std::vector<std::string>& args, int master_port,
+                       std::chrono::seconds grace) {
   if (master_port <= 0) master_port = free_local_port();
   std::vector<pid_t> children;
   for (int r = 0; r < nproc; ++r) {
@@ -58,7 +64,9 @@ int launch_local(int nproc, const std::vector<std::string>& args, int master_por
     }
     children.push_back(pid);
   }
-  int status_out = 0;
+  LocalJob job;
+  int& status_out = job.status;
+  std::vector<bool> killed(children.size(), false);  // by the launcher, after the grace period
   size_t alive = children.size();
   auto deadline = std::chrono::steady_clock::time_point::max();
   std::vector<bool> done(children.size(), false);
@@ -71,6 +79,7 @@ int launch_local(int nproc, const std::vector<std::string>& args, int master_por
         done[i] = true;
         --alive;
         const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (WIFSIGNALED(status) && !killed[i]) job.lost.push_back(static_cast<int>(i));
         if (code != 0 && status_out == 0) {
           status_out = code;
           std::fprintf(stderr, "pipetwin: rank %zu exited with status %d; stopping the job\n", i,
@@ -82,13 +91,16 @@ int launch_local(int nproc, const std::vector<std::string>& args, int master_por
     }
     if (std::chrono::steady_clock::now() > deadline) {
       for (size_t i = 0; i < children.size(); ++i) {
-        if (!done[i]) ::kill(children[i], SIGKILL);
+        if (done[i]) continue;
+        killed[i] = true;
+        ::kill(children[i], SIGKILL);
       }
       deadline = std::chrono::steady_clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return status_out;
+  std::sort(job.lost.begin(), job.lost.end());
+  return job;
 }
 
 }  // namespace pipetwin::exec

@@ -41,6 +41,11 @@
 // Checkpoints also hold the current plan and the elastic policy's state, so a run resumes after
 // a transition with the plan it had then (the manifest's fingerprint is the current plan's).
 //
+// Fewer ranks: an elastic run may resume on fewer ranks than wrote the checkpoint (a rank was
+// lost and `train --on-rank-loss continue` restarted the job without it): every rank reads every
+// rank file, the policy re-plans AutoDP for the devices left, and each layer's state is restored
+// by name into the new plan (trainer_fewer_ranks.cpp). Any other change of world is refused.
+//
 // Elastic training (PipeTransformer, issue 4): with TrainOptions::elastic the trainer owns an
 // ElasticPolicy (exec/elastic_policy.hpp). The stage runtimes record every optimizer step's
 // per-layer gradient norms; after each window the trainer sums them over the ranks and feeds
@@ -210,6 +215,10 @@ class Trainer {
   std::optional<Plan> resumed_plan(const Manifest& m, const RankState& st,
                                    const std::string& origin) const;
   void restore_stages(const RankState& st, const std::string& origin);
+  void restore_rng(const RankState& st);
+  // Resuming an elastic run on fewer ranks than wrote the checkpoint (trainer_fewer_ranks.cpp).
+  RankState read_every_rank(const Manifest& m, StageState& all) const;
+  void continue_on_fewer_ranks(const Manifest& m, StageState& all, const std::string& origin);
   Json progress_json() const;
   void restore_progress(const JsonView& v);
   std::vector<double> sum_over_ranks(std::vector<double> values) const;

@@ -354,9 +354,13 @@ void Trainer::resume() {
   const std::string manifest_path = dir + "/" + kManifestName;
   const std::optional<Manifest> m = read_manifest(dir);
   if (!m) throw InputError(fmt::format("--resume: {}: no checkpoint to resume", manifest_path));
-  if (m->world != session_->world()) {
-    throw InputError(fmt::format("{}: world: {} processes wrote it, but this run has {}",
-                                 manifest_path, m->world, session_->world()));
+  // An elastic run may continue on fewer ranks (a rank was lost, --on-rank-loss continue).
+  const bool fewer = m->world != session_->world();
+  if (fewer && !(elastic_ && session_->world() < m->world)) {
+    throw InputError(fmt::format(
+        "{}: world: {} processes wrote it, but this run has {} (only an --elastic run may continue "
+        "on fewer)",
+        manifest_path, m->world, session_->world()));
   }
   if (m->plan != fingerprint_ && !elastic_) {
     throw InputError(fmt::format(
@@ -368,18 +372,26 @@ void Trainer::resume() {
   RankState st;
   std::string origin;
   std::optional<Plan> plan;
+  StageState all;  // fewer ranks: every layer's state, from every rank's file
   try {
-    st = read_rank_file(dir, *m, session_->rank());
+    st = fewer ? read_every_rank(*m, all) : read_rank_file(dir, *m, session_->rank());
     origin = dir + "/" + m->files[static_cast<size_t>(st.rank)].file;
     plan = resumed_plan(*m, st, origin);
   } catch (...) {
     failure = std::current_exception();
   }
   agree(failure, "resume", true);
-  if (plan) replace_session(*plan);  // every rank: the same plan, from the same progress
+  // Every rank: the same plan, from the same progress.
+  if (plan && !fewer) replace_session(*plan);
   try {
     restore_progress(JsonView(st.progress, origin, "progress"));
-    restore_stages(st, origin);
+    if (fewer) {
+      if (plan) plan_ = *plan;  // what the lost ranks ran, for the message
+      continue_on_fewer_ranks(*m, all, origin);
+      restore_rng(st);
+    } else {
+      restore_stages(st, origin);
+    }
   } catch (...) {
     failure = std::current_exception();
   }
@@ -403,6 +415,10 @@ void Trainer::restore_stages(const RankState& st, const std::string& origin) {
       restore_stage(*found, *rt, session_->model(), origin);
     }
   }
+  restore_rng(st);
+}
+
+void Trainer::restore_rng(const RankState& st) {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(st.rng_state);

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using testing::exec_plan;
 using testing::ExecSpec;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::Outcome;
 using testing::sh;
 
@@ -397,6 +398,79 @@ TEST_F(Elastic, ARankKilledDuringATransitionEndsEveryRank) {
   }
 }
 
+// A rank lost in a transition with --on-rank-loss continue: the launcher starts the job again
+// without it from the last checkpoint (step 1), the policy re-plans AutoDP for the 2 devices
+// left (dp 3 -> 2), and training goes on to the end. The result is the training of a run that
+// changed to those 2 replicas at step 1: an in-process run whose policy makes the same two
+// transitions (the re-plan at step 1, the freeze at step 2) ends with the same weights and
+// momentum. With the default (stop) the same loss ends the job.
+TEST_F(Elastic, ALostRankContinuesOnFewerReplicasWhenConfigured) {
+  ExecSpec a;
+  a.model = "vit:test,depth=4";
+  a.stages = 1;
+  a.chunks = 1;
+  a.micro_batch = 2;
+  a.dp = 3;
+  const Plan p0 = exec_plan(a);
+  const std::string plan = (dir_ / "plan.json").string();
+  save_plan(p0, plan);
+  auto train = [&](const std::string& ckpt, const std::string& extra) {
+    return sh(fmt::format(
+        "PIPETWIN_FAULT=kill@transition=2,rank=2,restart=0 timeout -k 5 120 {}/pipetwin train "
+        "--plan {} --nproc 3 --data synthetic --steps-per-epoch 4 --epochs 1 --float64 --seed 7 "
+        "--lr 0.05 --momentum 0.9 --no-pin --timeout 10 --elastic --alpha 0.75 "
+        "--freeze-interval 2step --freeze-rule bound --checkpoint-every 1 --checkpoint-dir {} "
+        "--log {} {}",
+        PIPETWIN_BINARY_DIR, plan, (dir_ / ckpt).string(), (dir_ / (ckpt + ".jsonl")).string(),
+        extra));
+  };
+  const Outcome stopped = train("stop", "");
+  EXPECT_NE(stopped.status, 0);
+  EXPECT_THAT(stopped.output, HasSubstr("train: the 3-process job failed (exit status 137)"));
+  EXPECT_THAT(stopped.output, Not(HasSubstr("continuing")));
+  const Outcome out = train("continue", "--on-rank-loss continue");
+  ASSERT_EQ(out.status, 0) << out.output;
+  EXPECT_THAT(out.output, HasSubstr("pipetwin: lost rank(s) 2; continuing on 2 processes from the "
+                                    "checkpoint of step 1 (restart 1 of at most 3)"));
+  EXPECT_THAT(out.output, HasSubstr("continuing on 2 of 3 ranks: 2 devices, K 1 -> 1, dp 3 -> 2"));
+  EXPECT_LT(out.seconds, 90);
+  EXPECT_EQ(exec::read_manifest((dir_ / "continue").string())->world, 2);
+
+  exec::ElasticOptions e;
+  e.alpha = 0.75;
+  e.unit = elastic::FreezeUnit::kStep;
+  e.interval = 2;
+  e.gradient_norms = false;
+  exec::ElasticPolicy policy(p0, e);
+  const exec::Transition two = policy.fewer_devices(2);
+  ASSERT_EQ(two.plan.dp, 2);
+  const exec::Transition frozen = policy.transition(policy.freeze_step());
+  ASSERT_EQ(frozen.frozen_layers, 3);
+  ASSERT_EQ(frozen.plan.dp, 2);
+  exec::TrainOptions o = options(4, 1);
+  o.checkpoint_dir = (dir_ / "reference").string();
+  o.checkpoint_every_steps = 4;
+  o.policy_interval_steps = 1;
+  exec::Trainer t(p0, o);
+  t.set_policy([&](const exec::Trainer&, int64_t step) -> std::optional<exec::Transition> {
+    if (step == 1) return two;
+    if (step == 2) return frozen;
+    return std::nullopt;
+  });
+  t.run();
+  const auto reference = checkpoint_state((dir_ / "reference").string(), 4);
+  const auto continued = checkpoint_state((dir_ / "continue").string(), 4);
+  ASSERT_EQ(continued.size(), reference.size());
+  for (const auto& [key, tensors] : reference) {
+    ASSERT_TRUE(continued.count(key)) << key.first << " " << key.second;
+    EXPECT_EQ(continued.at(key).size(), 2u) << key.first;  // one copy per replica
+    for (const auto& x : continued.at(key)) {
+      EXPECT_LT(testing::max_relative_error({x}, {tensors.front()}), 1e-10)
+          << key.first << " " << key.second;
+    }
+  }
+}
+
 // In one process an injected throw in a transition is a RunFailure naming the transition.
 TEST_F(Elastic, AFailedTransitionNamesItself) {
   ExecSpec a;
@@ -440,7 +514,13 @@ TEST_F(Elastic, TheCommandLineRefusesBadElasticFlags) {
       {"--plan " + plan + " --elastic --lambda-frozen 7/6", "--lambda-frozen must be in [0, 1]"},
       {"--plan " + plan + " --elastic --freeze-rule random",
        "--freeze-rule: expected eq1 or bound, got \"random\""},
-      {"--plan " + plan + " --alpha 0.5", "--alpha requires --elastic"}};
+      {"--plan " + plan + " --alpha 0.5", "--alpha requires --elastic"},
+      {"--plan " + plan + " --on-rank-loss retry",
+       "--on-rank-loss: expected stop or continue, got \"retry\""},
+      {"--plan " + plan + " --on-rank-loss continue --checkpoint-dir " + (dir_ / "c").string(),
+       "--on-rank-loss continue: needs --elastic (the policy re-plans for fewer replicas) and "
+       "--checkpoint-dir (the state to continue from)"},
+      {"--plan " + plan + " --max-restarts -1", "--max-restarts must not be negative (-1 given)"}};
   for (const auto& [flags, message] : cases) {
     const Outcome o = sh(cmd + flags);
     EXPECT_EQ(o.status, 2) << flags << ": " << o.output;

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "exec/checkpoint.hpp"
+#include "exec/fault.hpp"
 #include "exec/trainer.hpp"
 #include "exec_test_util.hpp"
 
@@ -171,6 +172,19 @@ TEST_F(TrainFaults, AMalformedFaultSpecIsAnInputError) {
   const Outcome o = sh(train("explode@step=1", "bad", "--max-steps 1"));
   EXPECT_EQ(o.status, 1);  // the launcher's job failed; each rank exited with 2
   EXPECT_THAT(o.output, HasSubstr("PIPETWIN_FAULT: mode \"explode\""));
+}
+
+// restart=N arms a fault only in the job started after N restarts (PIPETWIN_RESTART_COUNT, set
+// by the launcher of --on-rank-loss continue; unset means the first job).
+TEST(FaultSpec, RestartArmsOnlyThatJob) {
+  ::unsetenv("PIPETWIN_RESTART_COUNT");
+  EXPECT_TRUE(exec::Fault::parse("kill@transition=2,restart=0").armed());
+  EXPECT_FALSE(exec::Fault::parse("kill@transition=2,restart=1").armed());
+  ::setenv("PIPETWIN_RESTART_COUNT", "1", 1);
+  EXPECT_FALSE(exec::Fault::parse("kill@transition=2,restart=0").armed());
+  EXPECT_TRUE(exec::Fault::parse("kill@transition=2,restart=1").armed());
+  EXPECT_TRUE(exec::Fault::parse("kill@transition=2").armed());
+  ::unsetenv("PIPETWIN_RESTART_COUNT");
 }
 
 }  // namespace
