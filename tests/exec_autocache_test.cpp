@@ -6,7 +6,6 @@
 // on/off decision is the simulator's; the epoch log carries the cache's counts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -27,36 +26,23 @@ namespace {
 namespace fs = std::filesystem;
 using exec::ActivationStore;
 using exec::AutoCacheMode;
+using test::input_error;
 using testing::exec_plan;
-using testing::ExecSpec;
 using ::testing::HasSubstr;
 using testing::Outcome;
 using testing::sh;
+using testing::write_plan;
 
 // Three transformer blocks: boundaries at 3 (embed, block0.attn, block0.mlp) and 5 profile layers.
 constexpr const char* kModel = "vit:test,image=8,patch=4,channels=1,depth=3";
 
-template <typename F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
+// kModel on K stages and dp replicas, 2 micro-batches of 8 samples per replica and step.
+Plan cache_plan(int stages, int dp = 1) {
+  return exec_plan({.model = kModel, .stages = stages, .chunks = 2, .micro_batch = 8, .dp = dp});
 }
 
-class AutoCache : public ::testing::Test {
+class AutoCache : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetwin-autocache-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A store of `samples` samples of shape [2, 3] (float64) in dir_/name.
   exec::CacheOptions store_options(const std::string& name, double budget = INFINITY) const {
     exec::CacheOptions o;
@@ -82,12 +68,7 @@ class AutoCache : public ::testing::Test {
     int64_t steps = 0;
   };
   Run train(const exec::CacheOptions& cache, int epochs = 3) const {
-    ExecSpec a;
-    a.model = kModel;
-    a.stages = 2;
-    a.chunks = 2;
-    a.micro_batch = 8;
-    const Plan p0 = exec_plan(a);
+    const Plan p0 = cache_plan(2);
     const exec::ElasticPolicy policy(p0, exec::ElasticOptions{});
     const Plan one = policy.plan_for(1, 2), two = policy.plan_for(2, 2);
     exec::TrainOptions o;
@@ -129,8 +110,6 @@ class AutoCache : public ::testing::Test {
     }
     return c;
   }
-
-  fs::path dir_;
 };
 
 // Figure 8 on a stand-in for the frozen layers (layer l adds 1 to every element): the entries
@@ -227,7 +206,7 @@ TEST_F(AutoCache, AWrongShortOrCorruptCacheFileIsRefused) {
   EXPECT_THAT(open(other), HasSubstr(mem + ": the activation cache holds 8 samples from id 0 of "
                                            "shape [2, 3] (4 in memory), this run needs 8 from "
                                            "id 0 of shape [3, 2]"));
-  EXPECT_EQ(open(layout(8)), "(no InputError)");
+  EXPECT_NO_THROW(ActivationStore(opt, "t", layout(8), ActivationStore::Role::kOpen, 1));
   ActivationStore b(opt, "t", layout(8), ActivationStore::Role::kOpen, 1);
   b.set_boundary(1, true);
   const ActivationStore::RunFrozen same = [](const at::Tensor& x, int, int) { return x.clone(); };
@@ -333,16 +312,9 @@ TEST_F(AutoCache, ATinyMemoryBudgetSpillsToDiskAndTrainingIsStillEqual) {
 // machine's samples every epoch, so each replica reads entries the other wrote; the weights
 // equal those of the same run without the cache; the cache folder is gone at the end.
 TEST_F(AutoCache, TwoGlooProcessesShareTheCache) {
-  ExecSpec a;
-  a.model = kModel;
-  a.stages = 1;
-  a.chunks = 2;
-  a.micro_batch = 8;
-  a.dp = 2;
-  Plan p = exec_plan(a);
+  Plan p = cache_plan(1, 2);
   p.cluster.devices_per_node = 2;
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(p, plan);
+  const std::string plan = write_plan(p, dir_);
   auto train = [&](const std::string& name, const std::string& extra) {
     return sh(fmt::format(
         "timeout -k 5 120 {}/pipetwin train --plan {} --nproc 2 --data digits --epochs 3 "
@@ -390,12 +362,7 @@ TEST_F(AutoCache, TwoGlooProcessesShareTheCache) {
 // 256 kB/s (4 ms) against 1 ms of forward per profile layer and sample, caching pays off from
 // 2 frozen blocks (5 layers: 5 ms) on, not at 1 (3 layers: 3 ms).
 TEST_F(AutoCache, ThePolicyTurnsTheCacheOnWhereTheSimulatorDoes) {
-  ExecSpec a;
-  a.model = kModel;
-  a.stages = 2;
-  a.chunks = 2;
-  a.micro_batch = 8;
-  Plan p = exec_plan(a);
+  Plan p = cache_plan(2);
   p.cluster.intra_node.bandwidth = 256000;
   exec::ElasticPolicy policy(p, exec::ElasticOptions{});
   policy.configure_cache(1437, {}, {});
@@ -442,13 +409,10 @@ TEST_F(AutoCache, TheEpochLogCarriesTheCountsAndOldLogsLoad) {
 
 // `pipetwin train` on bad cache flags: exit status 2 and one line naming the flag.
 TEST_F(AutoCache, TheCommandLineRefusesBadCacheFlags) {
-  ExecSpec a;
-  a.model = kModel;
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(exec_plan(a), plan);
+  const std::string plan = write_plan(exec_plan({.model = kModel}), dir_);
   const std::string cmd = fmt::format("{}/pipetwin train --plan {} --log {} --no-pin -q ",
                                       PIPETWIN_BINARY_DIR, plan, (dir_ / "log.jsonl").string());
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const testing::RefusedFlags cases = {
       {"--elastic --autocache maybe", "--autocache: expected auto, on or off, got \"maybe\""},
       {"--elastic --cache-memory lots",
        "--cache-memory: expected a non-negative number of bytes like 1048576, 512MiB or 2GiB, got "
@@ -458,12 +422,7 @@ TEST_F(AutoCache, TheCommandLineRefusesBadCacheFlags) {
       {"--elastic --autocache on --data synthetic",
        "--autocache on: the cache keys activations by sample id; --data synthetic draws new "
        "samples every step"}};
-  for (const auto& [flags, message] : cases) {
-    const Outcome o = sh(cmd + flags);
-    EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
-    EXPECT_THAT(o.output, HasSubstr(message)) << flags;
-    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
-  }
+  testing::expect_refused(cmd, cases);
 }
 
 }  // namespace

@@ -33,28 +33,16 @@ void PrintTo(const ResumeCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-class Checkpoints : public ::testing::Test {
+class Checkpoints : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetwin-ckpt-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    ::unsetenv("PIPETWIN_FAULT");
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { ::unsetenv("PIPETWIN_FAULT"); }
 
   static Plan plan_of(const ResumeCase& c) {
-    ExecSpec s;
-    s.model = c.model;
-    s.schedule = c.schedule;
-    s.stages = c.stages;
-    s.chunks = c.chunks;
-    s.dp = c.dp;
-    return exec_plan(s);
+    return exec_plan({.model = c.model,
+                      .schedule = c.schedule,
+                      .stages = c.stages,
+                      .chunks = c.chunks,
+                      .dp = c.dp});
   }
   exec::TrainOptions options(const ResumeCase& c, const std::string& sub) const {
     exec::TrainOptions o;
@@ -79,8 +67,6 @@ class Checkpoints : public ::testing::Test {
       out.insert(out.end(), tensors.begin(), tensors.end());
     return out;
   }
-
-  fs::path dir_;
 };
 
 class ResumeIsBitForBit : public Checkpoints, public ::testing::WithParamInterface<ResumeCase> {};

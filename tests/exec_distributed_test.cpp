@@ -22,23 +22,10 @@ using ::testing::HasSubstr;
 
 using testing::Outcome;
 using testing::sh;
+using testing::write_plan;
 
-class Distributed : public ::testing::Test {
+class Distributed : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetwin-dist-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write_plan(const Plan& plan) {
-    const std::string path = (dir_ / "plan.json").string();
-    save_plan(plan, path);
-    return path;
-  }
   std::string run_command(const std::string& plan, int nproc, int iterations,
                           const std::string& extra = "") {
     return fmt::format(
@@ -59,15 +46,13 @@ class Distributed : public ::testing::Test {
   }
   // Runs `plan` on `nproc` processes; both replicas must end with plain training's weights.
   void expect_single_process_weights(const Plan& plan, int nproc, int iterations) {
-    const Outcome o = sh(run_command(write_plan(plan), nproc, iterations));
+    const Outcome o = sh(run_command(write_plan(plan, dir_), nproc, iterations));
     ASSERT_EQ(o.status, 0) << o.output;
     const auto reference =
         testing::plain_training(plan, testing::float64_options(iterations), iterations);
     EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-5);
     EXPECT_LT(testing::max_relative_error(weights(1, 2), reference), 1e-5);
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Distributed, TwoProcessGPipeWithDataParallelismEqualsSingleProcess) {
@@ -96,7 +81,7 @@ TEST_F(Distributed, TwoProcessMixedPipeEqualsSingleProcess) {
   s.chunks = 2;
   const Plan plan = testing::mixed_plan(s, {{0}, {1}, {2}, {3}, {4}}, {0, 0, 2, 1, 0});
   ASSERT_EQ(exec::device_rank(2, 3, 2), 1);
-  const Outcome o = sh(run_command(write_plan(plan), 2, 3));
+  const Outcome o = sh(run_command(write_plan(plan, dir_), 2, 3));
   ASSERT_EQ(o.status, 0) << o.output;
   const auto reference = testing::plain_training(plan, testing::float64_options(3), 3);
   EXPECT_LT(testing::max_relative_error(weights(0, 5), reference), 1e-5);
@@ -108,7 +93,7 @@ TEST_F(Distributed, ARankThatDiesEndsTheJobEverywhere) {
   s.chunks = 4;
   const Plan plan = testing::exec_plan(s);
   const Outcome o =
-      sh("PIPETWIN_FAULT=device=1,action=4,mode=exit " + run_command(write_plan(plan), 2, 3));
+      sh("PIPETWIN_FAULT=device=1,action=4,mode=exit " + run_command(write_plan(plan, dir_), 2, 3));
   EXPECT_NE(o.status, 0);
   EXPECT_THAT(o.output, HasSubstr("rank 1 exited with status 3"));
   EXPECT_THAT(o.output, HasSubstr("rank 0:"));  // the survivor reports its own error
@@ -120,7 +105,7 @@ TEST_F(Distributed, ARankThatStopsAnsweringTimesOut) {
   s.stages = 2;
   s.chunks = 4;
   const Plan plan = testing::exec_plan(s);
-  const std::string cmd = run_command(write_plan(plan), 2, 3);
+  const std::string cmd = run_command(write_plan(plan, dir_), 2, 3);
   const Outcome o =
       sh("PIPETWIN_FAULT=device=1,action=4,mode=hang " + cmd.substr(0, cmd.find("--timeout")) +
          "--timeout 5" + cmd.substr(cmd.find("--timeout") + 12));

@@ -30,6 +30,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::Outcome;
 using testing::sh;
+using testing::write_plan;
 
 // Parameters of every stage of `replica`, in model order (stages hold contiguous layers).
 std::vector<at::Tensor> model_order(const exec::TrainResult& r, const Plan& plan, int replica = 0) {
@@ -107,26 +108,22 @@ void expect_replay_replans_as(const Plan& plan, const elastic::EpochLog& live,
   }
 }
 
-class Elastic : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetwin-elastic-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+// Four transformer blocks on K = 2 stages, 2 micro-batches of 2.
+const ExecSpec kDepth4TwoStages{
+    .model = "vit:test,depth=4", .stages = 2, .chunks = 2, .micro_batch = 2};
 
+// The command lines' "--alpha 0.75 --freeze-interval 2step --freeze-rule bound": Equation 3's
+// bound alone (no gradient norms), looked at every 2 steps.
+exec::ElasticOptions bound_every_two_steps() {
+  return {
+      .alpha = 0.75, .unit = elastic::FreezeUnit::kStep, .interval = 2, .gradient_norms = false};
+}
+
+class Elastic : public test::TempDirTest {
+ protected:
   // float64 synthetic data, SGD with momentum (its buffers must move too).
   exec::TrainOptions options(int steps_per_epoch, int epochs) const {
-    exec::TrainOptions o;
-    o.exec = testing::float64_options(0);
-    o.exec.data = "synthetic";
-    o.steps_per_epoch = steps_per_epoch;
-    o.epochs = epochs;
-    o.log = (dir_ / "log.jsonl").string();
-    return o;
+    return testing::synthetic_train_options(steps_per_epoch, epochs, dir_ / "log.jsonl");
   }
   // (name, role) -> tensor of every stage of every rank file of the checkpoint in `dir`.
   static std::map<std::pair<std::string, std::string>, std::vector<at::Tensor>> checkpoint_state(
@@ -161,20 +158,13 @@ class Elastic : public ::testing::Test {
     }
     EXPECT_GT(momentum, 0);  // the optimizer state was there to move
   }
-
-  fs::path dir_;
 };
 
 // Two steps on all layers, then the embedding and transformer layer 0 freeze on a re-partitioned
 // pipeline: the frozen layers keep the weights of step 2 bit for bit, and the run ends where
 // single-process training with those layers frozen from step 2 on ends.
 TEST_F(Elastic, FrozenLayersKeepTheirWeightsAndTrainingEqualsFrozenTraining) {
-  ExecSpec s;
-  s.model = "vit:test";
-  s.stages = 2;
-  s.chunks = 2;
-  s.micro_batch = 3;
-  const Plan plan = exec_plan(s);
+  const Plan plan = exec_plan({.model = "vit:test", .stages = 2, .chunks = 2, .micro_batch = 3});
   const exec::ElasticPolicy policy(plan, exec::ElasticOptions{});
   const Plan frozen = policy.plan_for(1, 2);
   ASSERT_EQ(frozen.frozen_layers, 3);  // embed, block0.attn, block0.mlp
@@ -214,12 +204,7 @@ TEST_F(Elastic, FrozenLayersKeepTheirWeightsAndTrainingEqualsFrozenTraining) {
 // step 2 is taken after it) both replicas hold every layer's weights and momentum exactly as
 // they were; training goes on with the two replicas equal.
 TEST_F(Elastic, ATransitionToMoreReplicasKeepsEveryLayersState) {
-  ExecSpec a;
-  a.model = "vit:test";
-  a.stages = 2;
-  a.chunks = 2;
-  a.micro_batch = 2;
-  const Plan pa = exec_plan(a);
+  const Plan pa = exec_plan({.model = "vit:test", .stages = 2, .chunks = 2, .micro_batch = 2});
   const Plan pb = exec::ElasticPolicy(pa, exec::ElasticOptions{}).plan_for(0, 1);
   ASSERT_EQ(pb.num_stages(), 1);
   ASSERT_EQ(pb.dp, 2);
@@ -255,20 +240,9 @@ TEST_F(Elastic, ATransitionToMoreReplicasKeepsEveryLayersState) {
 // processes: each rank ends the transition with every layer's state as it was; a checkpoint
 // taken after the transition resumes, in new processes, to the weights of an uninterrupted run.
 TEST_F(Elastic, OverTwoProcessesTheTransitionKeepsStateAndCheckpointsResume) {
-  ExecSpec a;
-  a.model = "vit:test,depth=4";
-  a.stages = 2;
-  a.chunks = 2;
-  a.micro_batch = 2;
-  const Plan pa = exec_plan(a);
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(pa, plan);
-  exec::ElasticOptions e;
-  e.alpha = 0.75;
-  e.unit = elastic::FreezeUnit::kStep;
-  e.interval = 2;
-  e.gradient_norms = false;
-  exec::ElasticPolicy policy(pa, e);
+  const Plan pa = exec_plan(kDepth4TwoStages);
+  const std::string plan = write_plan(pa, dir_);
+  exec::ElasticPolicy policy(pa, bound_every_two_steps());
   ASSERT_EQ(policy.freeze_step(), elastic::bound_frozen_layers(4, 0.75, 1));
   const exec::Transition expected = policy.transition(policy.frozen_layers());
   ASSERT_EQ(expected.plan.num_stages(), 1);  // the case this test is about
@@ -312,26 +286,20 @@ TEST_F(Elastic, OverTwoProcessesTheTransitionKeepsStateAndCheckpointsResume) {
 // rises; every freeze stays within Equation 3's bound; and the simulator, replaying the run's
 // freeze trace, re-plans epoch by epoch exactly as the run did (K, dp, M, frozen layers).
 TEST_F(Elastic, ALiveRunShrinksThePipelineAndTheReplayRePlansTheSameWay) {
-  ExecSpec a;
-  a.model = "vit:test,image=8,patch=4,channels=1,depth=4,dim=64,heads=2";
-  a.stages = 2;
-  a.chunks = 2;
-  a.micro_batch = 16;
-  Plan p0 = exec_plan(a);
+  Plan p0 = exec_plan({.model = "vit:test,image=8,patch=4,channels=1,depth=4,dim=64,heads=2",
+                       .stages = 2,
+                       .chunks = 2,
+                       .micro_batch = 16});
   p0.cluster.devices_per_node = 2;  // the job's devices: AutoDP's replicas are 2 / K
-  exec::ElasticOptions e;
-  e.alpha = 0.4;
-  e.unit = elastic::FreezeUnit::kStep;
-  e.interval = 22;
+  const exec::ElasticOptions e{.alpha = 0.4, .unit = elastic::FreezeUnit::kStep, .interval = 22};
   const Plan plan = exec::ElasticPolicy(p0, e).plan_for(0, 2);  // AutoPipe's T = 0 plan
-  save_plan(plan, (dir_ / "plan.json").string());
+  const std::string plan_file = write_plan(plan, dir_);
   const std::string log = (dir_ / "epochs.json").string(), trace = (dir_ / "trace.json").string();
   const Outcome out = sh(fmt::format(
       "timeout -k 5 120 {}/pipetwin train --plan {} --nproc 2 --data digits --epochs 3 --seed 7 "
       "--optimizer adam --lr 0.001 --no-pin --timeout 20 -q --elastic --alpha 0.4 "
       "--freeze-interval 22step --log {} --epoch-log {} --freeze-trace {}",
-      PIPETWIN_BINARY_DIR, (dir_ / "plan.json").string(), (dir_ / "log.jsonl").string(), log,
-      trace));
+      PIPETWIN_BINARY_DIR, plan_file, (dir_ / "log.jsonl").string(), log, trace));
   ASSERT_EQ(out.status, 0) << out.output;
   const elastic::EpochLog live = elastic::load_epoch_log(log);
   const elastic::FreezeTrace ft = elastic::load_freeze_trace(trace);
@@ -362,13 +330,7 @@ TEST_F(Elastic, ALiveRunShrinksThePipelineAndTheReplayRePlansTheSameWay) {
 // error within the timeout; the checkpoint before the transition resumes to the weights of an
 // uninterrupted run.
 TEST_F(Elastic, ARankKilledDuringATransitionEndsEveryRank) {
-  ExecSpec a;
-  a.model = "vit:test,depth=4";
-  a.stages = 2;
-  a.chunks = 2;
-  a.micro_batch = 2;
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(exec_plan(a), plan);
+  const std::string plan = write_plan(exec_plan(kDepth4TwoStages), dir_);
   auto train = [&](const std::string& fault, const std::string& ckpt, const std::string& extra) {
     return sh(fmt::format(
         "{} timeout -k 5 120 {}/pipetwin train --plan {} --nproc 2 --data synthetic "
@@ -405,15 +367,9 @@ TEST_F(Elastic, ARankKilledDuringATransitionEndsEveryRank) {
 // transitions (the re-plan at step 1, the freeze at step 2) ends with the same weights and
 // momentum. With the default (stop) the same loss ends the job.
 TEST_F(Elastic, ALostRankContinuesOnFewerReplicasWhenConfigured) {
-  ExecSpec a;
-  a.model = "vit:test,depth=4";
-  a.stages = 1;
-  a.chunks = 1;
-  a.micro_batch = 2;
-  a.dp = 3;
-  const Plan p0 = exec_plan(a);
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(p0, plan);
+  const Plan p0 =
+      exec_plan({.model = "vit:test,depth=4", .stages = 1, .chunks = 1, .micro_batch = 2, .dp = 3});
+  const std::string plan = write_plan(p0, dir_);
   auto train = [&](const std::string& ckpt, const std::string& extra) {
     return sh(fmt::format(
         "PIPETWIN_FAULT=kill@transition=2,rank=2,restart=0 timeout -k 5 120 {}/pipetwin train "
@@ -436,12 +392,7 @@ TEST_F(Elastic, ALostRankContinuesOnFewerReplicasWhenConfigured) {
   EXPECT_LT(out.seconds, 90);
   EXPECT_EQ(exec::read_manifest((dir_ / "continue").string())->world, 2);
 
-  exec::ElasticOptions e;
-  e.alpha = 0.75;
-  e.unit = elastic::FreezeUnit::kStep;
-  e.interval = 2;
-  e.gradient_norms = false;
-  exec::ElasticPolicy policy(p0, e);
+  exec::ElasticPolicy policy(p0, bound_every_two_steps());
   const exec::Transition two = policy.fewer_devices(2);
   ASSERT_EQ(two.plan.dp, 2);
   const exec::Transition frozen = policy.transition(policy.freeze_step());
@@ -473,9 +424,7 @@ TEST_F(Elastic, ALostRankContinuesOnFewerReplicasWhenConfigured) {
 
 // In one process an injected throw in a transition is a RunFailure naming the transition.
 TEST_F(Elastic, AFailedTransitionNamesItself) {
-  ExecSpec a;
-  a.model = "vit:test";
-  const Plan pa = exec_plan(a);
+  const Plan pa = exec_plan({.model = "vit:test"});
   exec::TrainOptions o = options(4, 1);
   o.policy_interval_steps = 2;
   exec::Trainer t(pa, o);
@@ -497,13 +446,10 @@ TEST_F(Elastic, AFailedTransitionNamesItself) {
 
 // `pipetwin train --elastic` on bad flags: exit status 2 and one line naming the flag.
 TEST_F(Elastic, TheCommandLineRefusesBadElasticFlags) {
-  ExecSpec a;
-  a.model = "vit:test";
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(exec_plan(a), plan);
+  const std::string plan = write_plan(exec_plan({.model = "vit:test"}), dir_);
   const std::string cmd = fmt::format("{}/pipetwin train --log {} --no-pin -q ",
                                       PIPETWIN_BINARY_DIR, (dir_ / "log.jsonl").string());
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const testing::RefusedFlags cases = {
       {"--plan " + plan + " --elastic --alpha 1", "--alpha must be in (0, 1) (1 given)"},
       {"--plan " + plan + " --elastic --freeze-interval 3days",
        "--freeze-interval: expected N, Nepoch or Nstep with N positive, got \"3days\""},
@@ -521,12 +467,7 @@ TEST_F(Elastic, TheCommandLineRefusesBadElasticFlags) {
        "--on-rank-loss continue: needs --elastic (the policy re-plans for fewer replicas) and "
        "--checkpoint-dir (the state to continue from)"},
       {"--plan " + plan + " --max-restarts -1", "--max-restarts must not be negative (-1 given)"}};
-  for (const auto& [flags, message] : cases) {
-    const Outcome o = sh(cmd + flags);
-    EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
-    EXPECT_THAT(o.output, HasSubstr(message)) << flags;
-    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
-  }
+  testing::expect_refused(cmd, cases);
 }
 
 }  // namespace

@@ -1,23 +1,30 @@
-// Fixtures of the executor tests: plans over real zoo models on an ideal cluster, and plain
-// single-process training to compare against.
+// Fixtures of the executor tests: plans over real zoo models on an ideal cluster, training
+// options, and plain single-process training to compare against. The per-test folder fixture is
+// test::TempDirTest (test_util.hpp).
 #pragma once
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 
 #include "core/plan.hpp"
 #include "exec/data.hpp"
 #include "exec/executor.hpp"
 #include "exec/optimizer.hpp"
+#include "exec/trainer.hpp"
 #include "models/zoo.hpp"
 #include "sim_test_util.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin::testing {
 
@@ -87,6 +94,13 @@ inline Plan mixed_plan(ExecSpec s, const std::vector<std::vector<int>>& layers,
   return p;
 }
 
+// Saves `plan` as dir/plan.json (a file for `pipetwin run|train --plan`) and returns that path.
+inline std::string write_plan(const Plan& plan, const std::filesystem::path& dir) {
+  const std::string path = (dir / "plan.json").string();
+  save_plan(plan, path);
+  return path;
+}
+
 inline exec::ExecOptions float64_options(int iterations) {
   exec::ExecOptions o;
   o.iterations = iterations;
@@ -97,6 +111,19 @@ inline exec::ExecOptions float64_options(int iterations) {
   o.optimizer.momentum = 0.9;
   o.pin_threads = false;
   o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+// A training run of float64_options on synthetic data: `steps_per_epoch` steps an epoch for
+// `epochs` epochs, its step log at `log`.
+inline exec::TrainOptions synthetic_train_options(int steps_per_epoch, int epochs,
+                                                  const std::filesystem::path& log) {
+  exec::TrainOptions o;
+  o.exec = float64_options(0);
+  o.exec.data = "synthetic";
+  o.steps_per_epoch = steps_per_epoch;
+  o.epochs = epochs;
+  o.log = log.string();
   return o;
 }
 
@@ -161,6 +188,21 @@ inline Outcome sh(const std::string& command) {
   o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 255;
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return o;
+}
+
+// Command-line flags and the message that refuses them.
+using RefusedFlags = std::vector<std::pair<std::string, std::string>>;
+
+// `command + flags` of each case exits with status 2 and prints one line that contains
+// `prefix + message` (the CLI's one-line InputError).
+inline void expect_refused(const std::string& command, const RefusedFlags& cases,
+                           const std::string& prefix = "") {
+  for (const auto& [flags, message] : cases) {
+    const Outcome o = sh(command + flags);
+    EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
+    EXPECT_THAT(o.output, ::testing::HasSubstr(prefix + message)) << flags;
+    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
+  }
 }
 
 // Every tensor of `a` equals (torch::equal: same shape, same bits) the one at its index in `b`.

@@ -23,26 +23,13 @@ using testing::exec_plan;
 using testing::ExecSpec;
 using ::testing::HasSubstr;
 
-class TrainLoop : public ::testing::Test {
+class TrainLoop : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetwin-train-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // float32 (bit-for-bit claims are about the dtype people train in), synthetic data.
   exec::TrainOptions options(int steps_per_epoch, int epochs) const {
-    exec::TrainOptions o;
-    o.exec = testing::float64_options(0);
+    exec::TrainOptions o =
+        testing::synthetic_train_options(steps_per_epoch, epochs, dir_ / "log.jsonl");
     o.exec.float64 = false;
-    o.exec.data = "synthetic";
-    o.steps_per_epoch = steps_per_epoch;
-    o.epochs = epochs;
-    o.log = (dir_ / "log.jsonl").string();
     return o;
   }
   static std::vector<at::Tensor> flat(const exec::TrainResult& r, int stages, int replica = 0) {
@@ -52,8 +39,6 @@ class TrainLoop : public ::testing::Test {
     }
     return out;
   }
-
-  fs::path dir_;
 };
 
 // A trainer runs the schedule window by window with evaluation in between; a synchronous
@@ -235,23 +220,17 @@ TEST_F(TrainLoop, OptionsAreValidated) {
 
 // `pipetwin train` on bad flags: exit status 2 and one line naming the flag.
 TEST_F(TrainLoop, TheCommandLineRefusesBadFlags) {
-  const std::string plan = (dir_ / "plan.json").string();
-  save_plan(exec_plan(ExecSpec{}), plan);
+  const std::string plan = testing::write_plan(exec_plan(ExecSpec{}), dir_);
   const std::string cmd = fmt::format("{}/pipetwin train --plan {} --log {} --no-pin -q ",
                                       PIPETWIN_BINARY_DIR, plan, (dir_ / "log.jsonl").string());
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const testing::RefusedFlags cases = {
       {"--checkpoint-dir x --checkpoint-every often",
        "--checkpoint-every: expected a positive number of steps or \"epoch\", got \"often\""},
       {"--resume", "--checkpoint-every and --resume need --checkpoint-dir"},
       {"--epochs 0", "--epochs must be positive"},
       {"--data cifar", "--data: expected digits, digits-tokens or synthetic, got \"cifar\""},
       {"--lr-decay 2", "--lr-decay must be in (0, 1]"}};
-  for (const auto& [flags, message] : cases) {
-    const testing::Outcome o = testing::sh(cmd + flags);
-    EXPECT_EQ(o.status, 2) << flags << ": " << o.output;
-    EXPECT_THAT(o.output, HasSubstr("pipetwin: error: " + message)) << flags;
-    EXPECT_EQ(std::count(o.output.begin(), o.output.end(), '\n'), 1) << o.output;
-  }
+  testing::expect_refused(cmd, cases, "pipetwin: error: ");
 }
 
 }  // namespace

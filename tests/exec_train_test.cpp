@@ -32,12 +32,11 @@ class SyncEqualsSingleProcess : public ::testing::TestWithParam<SyncCase> {};
 
 TEST_P(SyncEqualsSingleProcess, SameWeightsAfterSeveralSteps) {
   const SyncCase c = GetParam();
-  ExecSpec s;
-  s.model = c.model;
-  s.schedule = c.schedule;
-  s.stages = c.stages;
-  s.chunks = c.chunks;
-  s.checkpoint = c.checkpoint;
+  const ExecSpec s{.model = c.model,
+                   .schedule = c.schedule,
+                   .stages = c.stages,
+                   .chunks = c.chunks,
+                   .checkpoint = c.checkpoint};
   const Plan plan = exec_plan(s);
   const auto opt = float64_options(3);
   const exec::ExecResult r = exec::execute_plan(plan, opt);
@@ -148,11 +147,7 @@ const std::vector<int> kMixedDevices{0, 0, 2, 1, 0};
 
 Plan mixed(const std::string& model, const std::string& schedule, int chunks,
            Checkpoint ck = Checkpoint::kNone) {
-  ExecSpec s;
-  s.model = model;
-  s.schedule = schedule;
-  s.chunks = chunks;
-  s.checkpoint = ck;
+  const ExecSpec s{.model = model, .schedule = schedule, .chunks = chunks, .checkpoint = ck};
   const int L = static_cast<int>(testing::profile_of(model).layers.size());
   // Layers 0..L-4 in stage 0, then one layer per stage.
   std::vector<std::vector<int>> layers(1);

@@ -1,5 +1,6 @@
-// Small fixtures shared by the core/ test suites: a per-test temp folder, file helpers, the
-// message of an expected InputError, synthetic profiles and a two-level cluster.
+// Small fixtures shared by the test suites: a per-test temp folder (and a gtest fixture that
+// holds one), file helpers, the message of an expected InputError, synthetic profiles and a
+// two-level cluster. Not thread-safe: one test's thread uses them.
 #pragma once
 
 #include <unistd.h>
@@ -20,7 +21,8 @@
 
 namespace pipetwin::test {
 
-// /tmp/pipetwin-core-tests/<suite>.<test>.<pid>, created empty and removed when done.
+// <temp>/pipetwin-tests/<suite>.<test>.<pid> (<temp>: TMPDIR or /tmp), created empty and removed
+// when done; the suite, test and pid keep it apart from every other test, also under ctest -j.
 class TempDir {
  public:
   TempDir() {
@@ -29,7 +31,7 @@ class TempDir {
     for (char& c : name) {
       if (c == '/') c = '_';
     }
-    path_ = std::filesystem::path("/tmp/pipetwin-core-tests") /
+    path_ = std::filesystem::temp_directory_path() / "pipetwin-tests" /
             (name + "." + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
@@ -48,6 +50,14 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+// A gtest fixture whose every test has its own empty folder `dir_` (a TempDir, made before SetUp
+// and removed after TearDown).
+class TempDirTest : public ::testing::Test {
+ protected:
+  TempDir temp_;
+  const std::filesystem::path dir_ = temp_.path();
 };
 
 inline void write_text(const std::string& path, const std::string& text) {
