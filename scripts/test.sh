@@ -18,7 +18,7 @@ if [[ "${PIPETWIN_QUICK:-0}" == 1 ]]; then exit 0; fi
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
 ./scripts/sanitize.sh asan
-# ThreadSanitizer: a second LibTorch build of exec/ and the threaded suites (~16 min on 2 cores;
+# ThreadSanitizer: a second LibTorch build of exec/ and the threaded suites (8 min on 2 cores cold;
 # PIPETWIN_TSAN=0 skips it).
 if [[ "${PIPETWIN_TSAN:-1}" == 1 ]]; then
   step "ThreadSanitizer"
