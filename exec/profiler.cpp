@@ -7,8 +7,10 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "core/profile_check.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/profile_passes.hpp"
@@ -86,9 +88,10 @@ void describe_layers(Profile& p, const models::LayeredModel& model, const Profil
   }
 }
 
-// Timings (alone and, when asked, with the co-runner) and memory at micro-batch size b.
-void profile_size(Profile& p, models::LayeredModel& model, int b, bool contention,
-                  const ProfileOptions& o) {
+// Timings of every layer (alone and, when asked, with the co-runner) at micro-batch size b;
+// `optimizer_s`: each layer's optimizer step.
+std::vector<LayerTiming> measure_size(models::LayeredModel& model, int b, bool contention,
+                                      const ProfileOptions& o, std::vector<double>* optimizer_s) {
   const size_t n = model.layers.size();
   SequenceRunner runner(model, b, o);
   PassTimes alone(n), shared(n);
@@ -97,6 +100,7 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
     if (contention) co = std::make_unique<CoRunner>(model, b, o, kProfileDevice - 1);
     timed_passes(runner, co.get(), o, alone, shared);
   }
+  std::vector<LayerTiming> out;
   for (size_t l = 0; l < n; ++l) {
     LayerTiming t{b, median(alone.forward[l]), median(alone.backward[l]),
                   median(alone.recompute[l])};
@@ -105,9 +109,22 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
       const double both = median(shared.forward[l]) + median(shared.backward[l]);
       t.contention = solo > 0 ? std::max(1.0, both / solo) : 1.0;
     }
-    p.layers[l].timings.push_back(t);
+    out.push_back(t);
+    if (optimizer_s) optimizer_s->push_back(median(alone.optimizer[l]));
+  }
+  return out;
+}
+
+// Timings and, at the largest size, memory at micro-batch size b.
+void profile_size(Profile& p, models::LayeredModel& model, int b, bool contention,
+                  const ProfileOptions& o) {
+  const size_t n = model.layers.size();
+  std::vector<double> optimizer_s;
+  const std::vector<LayerTiming> t = measure_size(model, b, contention, o, &optimizer_s);
+  for (size_t l = 0; l < n; ++l) {
+    p.layers[l].timings.push_back(t[l]);
     // The optimizer step does not depend on b: keep the figure of the first size.
-    if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = median(alone.optimizer[l]);
+    if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = optimizer_s[l];
   }
   if (b != o.micro_batches.back()) return;
   at::Tensor x = model.synthetic_input(b, o.seed);
@@ -118,6 +135,37 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
     at::NoGradGuard no_grad;
     x = model.layers[l].module.forward(x);
+  }
+}
+
+// Sizes whose timings a stall of the host disturbed (core/profile_check.hpp) are measured
+// again, at most twice; the notes say which. A disturbance that survives is left as measured
+// and named in the notes (the host was busy for long: profile again).
+void remeasure_disturbed(Profile& p, models::LayeredModel& model, bool contention,
+                         const ProfileOptions& o) {
+  std::vector<int> again;
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<int> sizes = disturbed_sizes(p);
+    if (sizes.empty()) break;
+    for (int b : sizes) {
+      const std::vector<LayerTiming> t = measure_size(model, b, contention, o, nullptr);
+      for (size_t l = 0; l < p.layers.size(); ++l) {
+        for (auto& x : p.layers[l].timings) {
+          if (x.micro_batch == b) x = t[l];
+        }
+      }
+      again.push_back(b);
+    }
+  }
+  if (!again.empty()) {
+    p.notes += fmt::format("; measured again after a host stall at micro-batch {}",
+                           fmt::join(again, ", "));
+  }
+  const auto left = disturbed_timings(p);
+  if (!left.empty()) {
+    p.notes += fmt::format("; still disturbed: layer {} {} at micro-batch {} ({:.3g} s)",
+                           left.front().layer, left.front().pass, left.front().micro_batch,
+                           left.front().seconds);
   }
 }
 
@@ -189,6 +237,7 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
       for (int b : o.micro_batches) profile_size(p, model, b, contention, o);
+      remeasure_disturbed(p, model, contention, o);
       if (contention) p.core_slowdown = measure_core_slowdown(model, o.micro_batches.back(), o);
     } catch (...) {
       failure = std::current_exception();
