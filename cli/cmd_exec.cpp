@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "exec/distributed.hpp"
 #include "exec/executor.hpp"
+#include "exec/host.hpp"
 #include "exec/launcher.hpp"
 #include "exec/profiler.hpp"
 #include "exec/tensor_io.hpp"
@@ -157,6 +158,7 @@ void run_profile(const ProfileArgs& a) {
 }  // namespace
 
 void add_exec_commands(CLI::App& app) {
+  exec::tune_malloc();  // before any thread allocates (exec/host.hpp)
   auto run = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a plan for real with LibTorch and measure it");
   cmd->add_option("--plan", run->plan, "plan JSON")->required();

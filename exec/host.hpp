@@ -6,7 +6,9 @@
 // stages do not oversubscribe the cores. tune_malloc() keeps glibc from returning freed activation
 // buffers to the kernel after every micro-batch: with the default dynamic mmap threshold, buffers
 // of a few MB alternate between mmap and the heap and a layer's time becomes bimodal (page faults
-// on every fresh mapping); we measured up to 2x on ViT-tiny layers before this setting.
+// on every fresh mapping); we measured up to 2x on ViT-tiny layers before this setting. It also
+// keeps every thread in glibc's main arena (a thread arena unmaps a heap that empties: 27x on
+// one layer, host.cpp); call it before threads allocate (the CLI does at start).
 //
 // Thread-safety: configure_compute_thread() affects the calling thread only; tune_malloc() is
 // process-wide and idempotent, call it before starting stage threads.
