@@ -17,9 +17,10 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from runcmd import sh
 
 MODELS = [("mlp", 64), ("vit:tiny", 4), ("bert:tiny", 2)]
 # (schedule, M, checkpoint mode)
@@ -33,13 +34,6 @@ SCHEDULES = [("naive", 4, "none"), ("gpipe", 2, "none"), ("gpipe", "G", "none"),
              ("ftpipe-async", 4, "none")]
 OPTIMIZER = ["--optimizer", "sgd", "--momentum", "0.9"]  # one state tensor per parameter
 MIB = 1024.0 * 1024.0
-
-
-def sh(*args):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"memory_validation: {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
-    return r.stdout
 
 
 def peaks(path):

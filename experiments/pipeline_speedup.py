@@ -19,16 +19,10 @@ Writes DIR/speedup.md and prints it.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-
-def sh(*args):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"pipeline_speedup: {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
-    return r.stdout
+from runcmd import sh
 
 
 def load(path):

@@ -30,19 +30,12 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
+
+from runcmd import sh
 
 CLUSTER = "pipetransformer-2x8-rtx5000"
 NODES, PER_NODE = 2, 8
-
-
-def sh(*args):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"pipetransformer_whatif: {' '.join(map(str, args))} failed ({r.returncode}):\n"
-                 f"{r.stderr}")
-    return r.stdout
 
 
 def find_pipetwin(given):

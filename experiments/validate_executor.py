@@ -18,16 +18,10 @@ import csv
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-
-def sh(*args):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"validate_executor: {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
-    return r.stdout
+from runcmd import sh
 
 
 def iteration_time(path, key):
