@@ -1,8 +1,10 @@
 // LayeredModel's methods and the zoo (zoo.hpp): name -> family -> config -> model.
 #include "models/layered_model.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
+#include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "models/mlp.hpp"
 #include "models/resnet.hpp"
 #include "models/synthetic.hpp"
+#include "models/unet.hpp"
 #include "models/vit.hpp"
 #include "models/zoo.hpp"
 
@@ -71,6 +74,7 @@ Family find_family(const ModelSpec& spec) {
   if (f == "vit") return family(&vit_config, &parameter_count, &build_vit);
   if (f == "bert") return family(&bert_config, &parameter_count, &build_bert);
   if (f == "gpt2") return family(&gpt2_config, &parameter_count, &build_gpt2);
+  if (f == "unet") return family(&unet_config, &parameter_count, &build_unet);
   if (f == "uniform") {
     return {[](const ModelSpec& s) { return parameter_count(synthetic_config(s)); },
             [](const ModelSpec& s, torch::Dtype d, uint64_t seed) {
@@ -79,13 +83,22 @@ Family find_family(const ModelSpec& spec) {
   }
   throw InputError(fmt::format(
       "{}: unknown model family \"{}\" (known: mlp, resnet, resnet20, ..., vit, bert, gpt2, "
-      "uniform)",
+      "unet, uniform)",
       spec.origin, f));
 }
 
 }  // namespace
 
 // ---- Layer, Task ----------------------------------------------------------------------------
+
+torch::Tensor Layer::forward(const torch::Tensor& x, const torch::Tensor& skip) {
+  if (skip_from < 0) return module.forward(x);
+  if (!skip.defined()) {
+    throw std::invalid_argument(fmt::format(
+        "layer {}: takes a skip input from layer {}, but none was given", name, skip_from));
+  }
+  return module.forward(x, skip);
+}
 
 int64_t Layer::num_parameters() const {
   int64_t n = 0;
@@ -112,10 +125,56 @@ torch::Tensor LayeredModel::forward(const torch::Tensor& input) {
 }
 
 torch::Tensor LayeredModel::forward_range(torch::Tensor x, size_t begin, size_t end) {
-  TORCH_CHECK(begin <= end && end <= layers.size(), name, ": layer range [", begin, ", ", end,
-              ") outside the model's ", layers.size(), " layers");
-  for (size_t i = begin; i < end; ++i) x = layers[i].module.forward(x);
-  return x;
+  if (begin > end || end > layers.size()) {
+    throw std::invalid_argument(fmt::format(
+        "{}: layer range [{}, {}) outside the model's {} layers", name, begin, end, layers.size()));
+  }
+  if (begin == end) return x;
+  std::vector<int> ids;
+  for (size_t i = begin; i < end; ++i) ids.push_back(static_cast<int>(i));
+  std::map<int, torch::Tensor> values{{static_cast<int>(begin) - 1, std::move(x)}};
+  forward_layers(ids, values);
+  return values.at(static_cast<int>(end) - 1);
+}
+
+void LayeredModel::forward_layers(const std::vector<int>& layer_ids,
+                                  std::map<int, torch::Tensor>& values) {
+  auto input = [&](int consumer, int producer) -> const torch::Tensor& {
+    auto it = values.find(producer);
+    if (it == values.end()) {
+      throw std::invalid_argument(fmt::format(
+          "{}: layer {} ({}) needs the output of {}, which was not given", name, consumer,
+          layers.at(static_cast<size_t>(consumer)).name,
+          producer < 0 ? std::string("the model input") : fmt::format("layer {}", producer)));
+    }
+    return it->second;
+  };
+  for (int l : layer_ids) {
+    Layer& layer = layers.at(static_cast<size_t>(l));
+    const torch::Tensor& x = input(l, l - 1);
+    values[l] =
+        layer.skip_from >= 0 ? layer.forward(x, input(l, layer.skip_from)) : layer.forward(x);
+  }
+}
+
+std::vector<std::pair<int, int>> LayeredModel::edges() const {
+  std::vector<std::pair<int, int>> out;
+  for (size_t i = 1; i < layers.size(); ++i) {
+    const int to = static_cast<int>(i), skip = layers[i].skip_from;
+    if (skip >= 0 && skip < to - 1) out.emplace_back(skip, to);
+    out.emplace_back(to - 1, to);
+  }
+  return out;
+}
+
+bool LayeredModel::has_skips() const {
+  return std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.skip_from >= 0; });
+}
+
+std::vector<int> LayeredModel::skip_sources() const {
+  std::vector<int> out;
+  for (const auto& l : layers) out.push_back(l.skip_from);
+  return out;
 }
 
 torch::Tensor LayeredModel::synthetic_input(int64_t batch, uint64_t seed) const {
@@ -226,10 +285,31 @@ LayeredModel build_model(const std::string& name, torch::Dtype dtype, uint64_t s
 }
 
 std::vector<std::string> model_presets() {
-  return {"mlp",        "resnet20",    "resnet32",    "resnet44",  "resnet56",        "resnet110",
-          "vit:test",   "vit:tiny",    "vit:small",   "vit:base",  "vit:large",       "bert:tiny",
-          "bert:mini",  "bert:small",  "bert:medium", "bert:base", "bert:large",      "gpt2:tiny",
-          "gpt2:small", "gpt2:medium", "gpt2:large",  "gpt2:xl",   "uniform:layers=4"};
+  return {"mlp",
+          "resnet20",
+          "resnet32",
+          "resnet44",
+          "resnet56",
+          "resnet110",
+          "vit:test",
+          "vit:tiny",
+          "vit:small",
+          "vit:base",
+          "vit:large",
+          "bert:tiny",
+          "bert:mini",
+          "bert:small",
+          "bert:medium",
+          "bert:base",
+          "bert:large",
+          "gpt2:tiny",
+          "gpt2:small",
+          "gpt2:medium",
+          "gpt2:large",
+          "gpt2:xl",
+          "unet:B=2,C=4,image=32",
+          "unet",
+          "uniform:layers=4"};
 }
 
 }  // namespace pipetwin::models

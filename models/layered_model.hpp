@@ -3,11 +3,15 @@
 //
 // Layer i consumes layer i-1's output and layer 0 consumes the model input; running all layers in
 // order is the whole model (PipeTransformer Section 3.1 writes the model as f_0 o ... o f_{L-1}).
-// Each layer is a torch::nn::AnyModule whose forward maps one tensor to one tensor; a skip
-// connection lives inside a layer (a residual block, an attention sub-layer), never across
-// layers, so the activation that crosses a stage boundary is exactly one tensor (PipeTransformer
-// Section 3.2 "we do not consider breaking skip connections"). The layer names are those of the
-// matching profile (core/profile.hpp), so a plan's layer indices address the same layers here.
+// Each layer is a torch::nn::AnyModule whose forward maps one tensor to one tensor. Most skip
+// connections live inside a layer (a residual block, an attention sub-layer; PipeTransformer
+// Section 3.2 "we do not consider breaking skip connections"). A model may also have skip
+// connections ACROSS layers, as U-Net has (torchgpipe Section 3.3.1, "skip connections"): a layer
+// with skip_from = j >= 0 takes a second input, the output of the earlier layer j, and its module's
+// forward maps (x, skip) to one tensor. Then several tensors may cross one stage boundary and a
+// tensor may cross several stages on its way (exec/stage_io.hpp). The model's graph, edges(), has
+// the chain edges i-1 -> i and the skip edges j -> i. The layer names are those of the matching
+// profile (core/profile.hpp), so a plan's layer indices address the same layers here.
 //
 // Besides the layers, a model knows its task and the shape of one sample, so it can make
 // deterministic synthetic batches and compute a per-sample loss: an executor sums the per-sample
@@ -23,7 +27,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -36,8 +42,11 @@ struct Layer {
   std::string name;  // unique: "embed", "block3.attn", "block3.mlp", "head", "layer0", ...
   std::string kind;  // "embedding", "attention", "mlp", "conv", "residual", "linear", "head",
                      // "synthetic"
-  torch::nn::AnyModule module;  // forward(Tensor) -> Tensor
+  torch::nn::AnyModule module;  // forward(Tensor) -> Tensor; forward(Tensor, Tensor) with a skip
+  int skip_from = -1;           // model layer whose output is the second input, or -1
 
+  // module.forward(x), or module.forward(x, skip) for a layer with skip_from >= 0.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& skip = {});
   torch::nn::Module& impl() const { return *module.ptr(); }
   std::vector<torch::Tensor> parameters() const { return impl().parameters(); }
   int64_t num_parameters() const;
@@ -68,8 +77,20 @@ struct LayeredModel {
 
   // All layers in order: the whole model.
   torch::Tensor forward(const torch::Tensor& input);
-  // Layers [begin, end) in order.
+  // Layers [begin, end) in order; `x` is layer begin-1's output. Throws std::invalid_argument
+  // when a layer of the range takes a skip from a layer before `begin`.
   torch::Tensor forward_range(torch::Tensor x, size_t begin, size_t end);
+  // Runs `layer_ids` (ascending) over `values`, keyed by producer: a model layer index, or
+  // kModelInput for the model's input. Each layer reads its inputs from `values` and adds its
+  // output; std::invalid_argument names a missing input.
+  static constexpr int kModelInput = -1;
+  void forward_layers(const std::vector<int>& layer_ids, std::map<int, torch::Tensor>& values);
+  // The model graph: (producer, consumer) for the chain edges i-1 -> i and the skip edges, by
+  // consumer, then producer.
+  std::vector<std::pair<int, int>> edges() const;
+  bool has_skips() const;
+  // skip_from of every layer, in order.
+  std::vector<int> skip_sources() const;
 
   // A batch of synthetic data on the CPU, a pure function of (batch, seed): normal(0, 1) values
   // or uniform token ids for the input; uniform labels, normal(0, 1) regression targets, or, for

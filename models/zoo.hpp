@@ -5,6 +5,7 @@
 //   vit:test|tiny|small|base|large[,k=v...]           vit.hpp (Dosovitskiy et al. 2021)
 //   bert:tiny|mini|small|medium|base|large[,k=v...]   bert.hpp (Devlin et al. 2019)
 //   gpt2:tiny|small|medium|large|xl[,k=v...]          gpt2.hpp (Radford et al. 2019)
+//   unet[:B=5,C=64,image=192,norm=batch|group]        unet.hpp (torchgpipe's U-Net(B, C))
 //   uniform:layers=L,fwd_ms=f,...                     synthetic.hpp (core/synthetic.hpp's twin)
 //
 // Weights are created, never downloaded. build_model(name, dtype, seed) is deterministic: every

@@ -4,4 +4,5 @@ pipetwin_add_test(models_tests
   models_zoo_test.cpp
   models_data_test.cpp
   models_synthetic_test.cpp
+  models_unet_test.cpp
   LIBS pipetwin_models pipetwin_core)

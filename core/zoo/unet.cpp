@@ -22,7 +22,9 @@
 // kind "conv") and "segment" (kind "head"); the max-pool belongs to the block after it, the
 // up-sampling and concatenation to the decoder block that consumes them. Skip edges run from
 // enc{i}.conv{B-1} to dec{i}.conv0 (torchgpipe's portals carry them, Section 3.3.1). Options:
-// B= (>= 2), C= (even), image= (192, a multiple of 32), channels= (3), out= (1).
+// B= (>= 2), C= (even), image= (192, a multiple of 32), channels= (3), out= (1),
+// norm=batch|group (the executor's model, models/unet.hpp, offers GroupNorm for exact
+// micro-batching; the parameter count is the same).
 //
 // Thread-safety: pure functions.
 #include "core/zoo/families.hpp"
@@ -62,7 +64,12 @@ struct Builder {
 
 ZooModel describe_unet(const ModelSpec& spec) {
   reject_presets(spec);
-  spec.allow_only({"B", "C", "image", "channels", "out"});
+  spec.allow_only({"B", "C", "image", "channels", "out", "norm"});
+  const std::string norm = spec.has("norm") ? spec.args.at("norm") : "batch";
+  if (norm != "batch" && norm != "group") {
+    throw InputError(fmt::format("{}: unet: option norm must be batch or group (\"{}\" given)",
+                                 spec.origin, norm));
+  }
   const int64_t B = int_option(spec, "B", 5, 2), C = int_option(spec, "C", 64, 2);
   const int64_t image = int_option(spec, "image", 192);
   const int64_t in_ch = int_option(spec, "channels", 3), out_ch = int_option(spec, "out", 1);
