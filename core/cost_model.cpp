@@ -157,9 +157,19 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
   std::vector<int> order(layers);
   std::sort(order.rbegin(), order.rend());
   double released = 0, most = 0;
+  // Gradients of skip connections (edges that jump over layers): formed by the backward of the
+  // layer that reads the skip, alive until they join the producer's output gradient at its
+  // backward, or to the end of the stage's backward when the producer is on another stage (the
+  // stage's input gradients; a U-Net decoder holds every encoder level's).
+  std::map<int, double> skip_grads;  // by producer
+  double waiting = 0;
   for (int l : order) {
     if (frozen(l)) continue;
     const auto& p = profile_.layers[static_cast<size_t>(l)];
+    if (auto it = skip_grads.find(l); it != skip_grads.end()) {
+      waiting -= it->second;
+      skip_grads.erase(it);
+    }
     double input_grad = 0;
     for (const auto& e : graph_.in_edges(l)) {
       if (!frozen(e.from)) input_grad += e.bytes_per_sample * b;
@@ -170,7 +180,12 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
     // until its backward ends (exec/stage.hpp).
     const double own_output = l == order.front() ? 0.0 : p.output_bytes_per_sample * b;
     most = std::max(most, p.output_bytes_per_sample * b + input_grad + p.param_bytes - released -
-                              own_output);
+                              own_output + waiting);
+    for (const auto& e : graph_.in_edges(l)) {
+      if (e.from == l - 1 || e.from < 0 || frozen(e.from)) continue;
+      skip_grads[e.from] += e.bytes_per_sample * b;
+      waiting += e.bytes_per_sample * b;
+    }
     released += p.saved_bytes_per_sample * b;
   }
   return most;
@@ -183,9 +198,10 @@ std::vector<StageEdge> CostModel::stage_edges(const std::vector<int>& stage_of_l
     const int b = stage_of_layer[static_cast<size_t>(e.to)];
     if (a == b) continue;
     if (a > b) {
-      throw InputError(fmt::format("partition: edge from layer {} (stage {}) to layer {} (stage {}) "
-                                   "runs backwards; stages must follow the model's data flow",
-                                   e.from, a, e.to, b));
+      throw InputError(
+          fmt::format("partition: edge from layer {} (stage {}) to layer {} (stage {}) "
+                      "runs backwards; stages must follow the model's data flow",
+                      e.from, a, e.to, b));
     }
     bytes[{a, b}] += e.bytes_per_sample;
   }

@@ -185,6 +185,27 @@ TEST(StageCost, InputBytesCountEveryEdgeFromOutsideIncludingSkips) {
   EXPECT_EQ(cm.stage_cost({0, 1, 2, 3}, b).input_bytes, 10 * b);
 }
 
+// The gradient of a skip waits, from the backward of the layer that reads it to the backward of
+// the layer that made it, on top of what the layers in between hold.
+TEST(StageCost, SkipGradientsWaitForTheirProducersBackward) {
+  Profile p = four_layers();
+  for (auto& l : p.layers) {
+    l.saved_bytes_per_sample = 0;  // nothing released: the working memory is a sum of terms
+    l.param_bytes = 0;
+    l.output_bytes_per_sample = 1;
+  }
+  p.layers[2].output_bytes_per_sample = 5000;
+  p.layers[2].param_bytes = 10000;
+  p.edges = {{0, 1, 1}, {1, 2, 1}, {2, 3, 5000}, {0, 3, 1000}};
+  const CostModel cm(p, cluster());
+  // Layer 3: its output gradient 1 and input gradients 5000 + 1000 = 6001. Layer 2: output
+  // gradient 5000, input gradient 1, parameter gradients 10000, less its own output 5000, and the
+  // skip gradient 1000 still waiting for layer 0 = 11001.
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({1, 2, 3}, 1), 11001);
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({2, 3}, 1), 11001);
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({3}, 1), 6001);
+}
+
 TEST(StageCost, FrozenLayersHaveNoBackwardAndCountLambdaOfTheirFootprint) {
   CostOptions o;
   o.frozen_layers = 2;
