@@ -44,16 +44,22 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
 
 void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
   const size_t n = model_.layers.size();
-  std::vector<at::Tensor> leaf(n), y(n);
-  if (!chain(leaf, y, t ? &t->forward : nullptr, keep_going)) return;    // forward
-  if (!chain(leaf, y, t ? &t->recompute : nullptr, keep_going)) return;  // recompute, for backward
+  std::vector<at::Tensor> leaf(n), skip(n), y(n);
+  if (!chain(leaf, skip, y, t ? &t->forward : nullptr, keep_going)) return;    // forward
+  if (!chain(leaf, skip, y, t ? &t->recompute : nullptr, keep_going)) return;  // recompute
   for (size_t l = n; l-- > 0;) {
     if (stopped(keep_going)) return;
+    // The gradient of layer l's output: from the next layer, and from the layers that read it
+    // through a skip connection.
+    at::Tensor g = l + 1 < n ? leaf[l + 1].grad() : at::Tensor();
+    for (size_t c = l + 2; c < n; ++c) {
+      if (model_.layers[c].skip_from == static_cast<int>(l)) g = g + skip[c].grad();
+    }
     const auto a = Clock::now();
     if (l + 1 == n) {
       y[l].backward();
     } else {
-      y[l].backward(leaf[l + 1].grad());
+      y[l].backward(g);
     }
     if (t) t->backward[l].push_back(since(a));
   }
@@ -70,15 +76,18 @@ void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
   }
 }
 
-bool SequenceRunner::chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& y,
-                           Samples* times, const std::atomic<bool>* keep_going) {
+bool SequenceRunner::chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& skip,
+                           std::vector<at::Tensor>& y, Samples* times,
+                           const std::atomic<bool>* keep_going) {
   const size_t n = model_.layers.size();
   at::Tensor x = input_;
   for (size_t l = 0; l < n; ++l) {
     if (stopped(keep_going)) return false;
     const auto a = Clock::now();
     leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
-    y[l] = model_.layers[l].module.forward(leaf[l]);
+    const int from = model_.layers[l].skip_from;
+    if (from >= 0) skip[l] = y[static_cast<size_t>(from)].detach().requires_grad_(true);
+    y[l] = model_.layers[l].forward(leaf[l], skip[l]);
     if (l + 1 == n) y[l] = model_.per_sample_loss(y[l], target_).sum();
     if (times) (*times)[l].push_back(since(a));
     x = y[l];

@@ -2,9 +2,10 @@
 // layer by layer, and a co-runner that loads the second core while the first is measured.
 //
 // SequenceRunner::pass() is one pass as a stage runs it: forward of every layer in order (each
-// layer's input the previous output, detached), the forward again (checkpointing's recompute),
-// backward of every layer in reverse order on that graph, and one optimizer step per layer into
-// copies of its weights (the model stays as built), zeroing the gradients after it.
+// layer's input the previous output, detached, and so is a cross-layer skip input), the forward
+// again (checkpointing's recompute), backward of every layer in reverse order on that graph, and
+// one optimizer step per layer into copies of its weights (the model stays as built), zeroing the
+// gradients after it.
 //
 // CoRunner runs passes of its own copy of the model on the second usable core while resumed, and
 // idles (blocked, not spinning) while paused; pause() returns once it has stopped computing, so
@@ -48,8 +49,8 @@ class SequenceRunner {
   void pass(PassTimes* t, const std::atomic<bool>* keep_going = nullptr);
 
  private:
-  bool chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& y, Samples* times,
-             const std::atomic<bool>* keep_going);
+  bool chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& skip,
+             std::vector<at::Tensor>& y, Samples* times, const std::atomic<bool>* keep_going);
 
   models::LayeredModel& model_;
   at::Tensor input_, target_;

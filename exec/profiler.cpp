@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -42,21 +43,22 @@ struct MemoryMeasure {
 };
 
 // Bytes of layer l's output and of what its forward keeps alive for backward (live bytes with
-// the graph alive, minus before), at the input x.
+// the graph alive, minus before), at the input x (and skip input `skip`, if it takes one).
 MemoryMeasure measure_memory(models::LayeredModel& model, size_t l, const at::Tensor& x,
-                             const at::Tensor& target) {
-  auto& layer = model.layers[l].module;
+                             const at::Tensor& skip, const at::Tensor& target) {
+  auto& layer = model.layers[l];
   MemoryMeasure m;
   {
     at::NoGradGuard no_grad;
-    const at::Tensor y = layer.forward(x);
+    const at::Tensor y = layer.forward(x, skip);
     m.output_bytes = static_cast<double>(y.numel() * y.element_size());
   }
-  for (auto& p : layer.ptr()->parameters()) p.mutable_grad() = at::Tensor();
+  for (auto& p : layer.parameters()) p.mutable_grad() = at::Tensor();
   const int64_t before = MemoryTracker::live_bytes(kProfileDevice);
   {
     const at::Tensor input = l == 0 ? x : x.detach().requires_grad_(true);
-    at::Tensor out = layer.forward(input);
+    at::Tensor out =
+        layer.forward(input, skip.defined() ? skip.detach().requires_grad_(true) : skip);
     if (l + 1 == model.layers.size()) out = model.per_sample_loss(out, target).sum();
     m.saved_bytes = static_cast<double>(MemoryTracker::live_bytes(kProfileDevice) - before);
   }
@@ -127,14 +129,23 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
     if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = optimizer_s[l];
   }
   if (b != o.micro_batches.back()) return;
-  at::Tensor x = model.synthetic_input(b, o.seed);
+  std::map<int, at::Tensor> values{
+      {models::LayeredModel::kModelInput, model.synthetic_input(b, o.seed)}};
   const at::Tensor target = model.synthetic_target(b, o.seed);
   for (size_t l = 0; l < n; ++l) {
-    const MemoryMeasure m = measure_memory(model, l, x, target);
+    const int from = model.layers[l].skip_from;
+    const MemoryMeasure m = measure_memory(model, l, values.at(static_cast<int>(l) - 1),
+                                           from >= 0 ? values.at(from) : at::Tensor(), target);
     p.layers[l].output_bytes_per_sample = m.output_bytes / b;
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
     at::NoGradGuard no_grad;
-    x = model.layers[l].module.forward(x);
+    model.forward_layers({static_cast<int>(l)}, values);
+  }
+  // A model with cross-layer skip connections names its edges; each carries its producer's output.
+  p.edges.clear();
+  if (model.has_skips()) {
+    for (const auto& [from, to] : model.edges())
+      p.edges.push_back({from, to, p.layers[static_cast<size_t>(from)].output_bytes_per_sample});
   }
 }
 

@@ -3,9 +3,11 @@
 #include <map>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "exec/data.hpp"
 #include "exec/optimizer.hpp"
+#include "exec/stage_io.hpp"
 #include "models/layers.hpp"
 #include "models/zoo.hpp"
 
@@ -62,11 +64,9 @@ ReferenceResult reference_training(const Plan& plan, const Schedule& schedule,
     const auto& w = history[static_cast<size_t>(s)].at(static_cast<size_t>(v));
     for (size_t i = 0; i < w.size(); ++i) params[static_cast<size_t>(s)][i].copy_(w[i]);
   };
-  auto run_stage = [&](int s, at::Tensor x) {
-    for (int l : layers[static_cast<size_t>(s)])
-      x = model.layers[static_cast<size_t>(l)].module.forward(x);
-    return x;
-  };
+  const StageGraph graph(model.skip_sources(), layers);
+  const std::vector<int> order = graph.data_order();
+  const int last_layer = static_cast<int>(model.layers.size()) - 1;
   const auto versions = declared_versions(schedule);
   auto data =
       opt.data == "synthetic"
@@ -87,34 +87,54 @@ ReferenceResult reference_training(const Plan& plan, const Schedule& schedule,
         const int mb = step * M + i;
         // The masks the executor's stages draw for this micro-batch, in forward and recompute.
         const models::DropoutKey key(models::micro_batch_dropout_key(opt.seed, replica, mb));
-        // Forward with the forward versions, keeping each stage's input.
-        std::vector<at::Tensor> inputs;
-        at::Tensor x = data->input(step, replica, i);
+        // Forward with the forward versions, keeping the tensors every stage reads.
+        std::map<int, at::Tensor> values{{kModelInput, data->input(step, replica, i)}};
+        const at::Tensor target = data->target(step, replica, i);
         {
           at::NoGradGuard no_grad;
-          for (int s = 0; s < S; ++s) {
-            inputs.push_back(x);
+          for (int s : order) {
             load(s, versions.at({s, mb}).forward);
-            x = run_stage(s, x);
+            model.forward_layers(layers[static_cast<size_t>(s)], values);
           }
-          loss_sum += model.per_sample_loss(x, data->target(step, replica, i)).sum().item<double>();
+          loss_sum += model.per_sample_loss(values.at(last_layer), target).sum().item<double>();
         }
-        // Backward stage by stage, each at its backward version on its kept input.
-        at::Tensor g;
-        for (int s = S - 1; s >= 0; --s) {
+        // Backward stage by stage, each at its backward version on its kept inputs; a tensor
+        // read by several stages gets the sum of their gradients.
+        std::map<int, at::Tensor> grad;
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+          const int s = *it;
+          const StageIO& io = graph.io(s);
           load(s, versions.at({s, mb}).backward);
           for (auto& p : params[static_cast<size_t>(s)]) p.mutable_grad() = at::Tensor();
-          at::Tensor in = inputs[static_cast<size_t>(s)];
-          const bool leaf = in.is_floating_point() && s > 0;
-          if (leaf) in = in.detach().requires_grad_(true);
-          at::Tensor y = run_stage(s, in);
-          if (s == S - 1) {
-            (model.per_sample_loss(y, data->target(step, replica, i)).sum() / plan.batch_size)
-                .backward();
-          } else {
-            y.backward(g);
+          std::map<int, at::Tensor> v;
+          for (int p : io.inputs) {
+            const at::Tensor& in = values.at(p);
+            v[p] = (p != kModelInput && in.is_floating_point()) ? in.detach().requires_grad_(true)
+                                                                : in;
           }
-          g = leaf ? in.grad() : at::Tensor();
+          model.forward_layers(layers[static_cast<size_t>(s)], v);
+          std::vector<at::Tensor> roots, seeds;
+          if (io.last) {
+            roots.push_back(model.per_sample_loss(v.at(last_layer), target).sum() /
+                            plan.batch_size);
+            seeds.push_back(at::ones_like(roots.back()));
+          }
+          for (int p : io.outputs) {
+            if (grad.count(p)) {
+              roots.push_back(v.at(p));
+              seeds.push_back(grad.at(p));
+            }
+          }
+          torch::autograd::backward(roots, seeds);
+          for (int p : io.inputs) {
+            if (p == kModelInput || !v.at(p).grad().defined()) continue;
+            auto g = grad.find(p);
+            if (g == grad.end()) {
+              grad[p] = v.at(p).grad();
+            } else {
+              g->second = g->second + v.at(p).grad();
+            }
+          }
           at::NoGradGuard no_grad;
           auto& ps = params[static_cast<size_t>(s)];
           for (size_t k = 0; k < ps.size(); ++k) {

@@ -1,6 +1,7 @@
 #include "exec/session.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -47,15 +48,55 @@ void check_plan_matches_model(const Plan& plan, const models::LayeredModel& mode
   }
 }
 
-void check_chain_stages(const PipelineShape& sh) {
-  std::vector<int> in(static_cast<size_t>(sh.num_stages), 0),
-      out(static_cast<size_t>(sh.num_stages), 0);
-  for (const auto& e : sh.edges) {
-    if (++in[static_cast<size_t>(e.to)] > 1 || ++out[static_cast<size_t>(e.from)] > 1) {
+// The profile's layer graph must be the model's: the simulator's stage edges come from the
+// profile, the tensors the executor sends from the model's skip connections.
+void check_edges_match_model(const Plan& plan, const models::LayeredModel& model) {
+  std::set<std::pair<int, int>> profile, built;
+  for (const auto& e : plan.profile.effective_edges()) profile.insert({e.from, e.to});
+  for (const auto& e : model.edges()) built.insert(e);
+  for (const auto& [from, to] : built) {
+    if (!profile.count({from, to})) {
       throw InputError(
-          fmt::format("plan: stages: stage {} -> {} adds a second data edge; the "
-                      "executor runs chains of stages (one input, one output each)",
-                      e.from, e.to));
+          fmt::format("plan: profile.edges: no edge {} -> {}, but model {} has one "
+                      "(layer {} reads layer {}'s output)",
+                      from, to, plan.model, to, from));
+    }
+  }
+  for (const auto& [from, to] : profile) {
+    if (!built.count({from, to})) {
+      throw InputError(
+          fmt::format("plan: profile.edges: edge {} -> {}, but layer {} of model {} "
+                      "does not read layer {}",
+                      from, to, to, plan.model, from));
+    }
+  }
+}
+
+// The stage edges the schedule was built with must carry every tensor that crosses stages.
+void check_stage_edges(const PipelineShape& sh, const StageGraph& graph) {
+  std::set<std::pair<int, int>> scheduled;
+  for (const auto& e : sh.edges) scheduled.insert({e.from, e.to});
+  const auto needed = graph.edges();
+  if (scheduled != std::set<std::pair<int, int>>(needed.begin(), needed.end())) {
+    std::string list;
+    for (const auto& [from, to] : needed)
+      list += fmt::format("{}{} -> {}", list.empty() ? "" : ", ", from, to);
+    throw InputError(
+        fmt::format("plan: stages: the schedule's stage edges differ from those the "
+                    "model's tensors cross ({})",
+                    list));
+  }
+}
+
+// F_frozen and AutoCache hand on one tensor, the frozen prefix's output: no skip may leave it.
+void check_frozen_prefix(const Plan& plan, const models::LayeredModel& model) {
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const int from = model.layers[l].skip_from;
+    if (from >= 0 && from < plan.frozen_layers) {
+      throw InputError(
+          fmt::format("plan: frozen_layers: {}, but layer {} ({}) reads frozen layer "
+                      "{} through a skip connection; freeze fewer than {} layers",
+                      plan.frozen_layers, l, model.layers[l].name, from, from + 1));
     }
   }
 }
@@ -64,10 +105,10 @@ void check_chain_stages(const PipelineShape& sh) {
 std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at::Tensor& input) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> out;
-  at::Tensor x = input;
-  for (auto& l : model.layers) {
-    x = l.module.forward(x);
-    out.push_back(at::empty_like(x));
+  std::map<int, at::Tensor> values{{models::LayeredModel::kModelInput, input}};
+  for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {
+    model.forward_layers({l}, values);
+    out.push_back(at::empty_like(values.at(l)));
   }
   return out;
 }
@@ -98,7 +139,14 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
   const at::ScalarType dtype = opt.float64 ? at::kDouble : at::kFloat;
   model_ = std::make_unique<models::LayeredModel>(models::build_model(plan.model, dtype, opt.seed));
   check_plan_matches_model(plan, *model_);
-  check_chain_stages(shape_);
+  check_edges_match_model(plan, *model_);
+  check_frozen_prefix(plan, *model_);
+  {
+    std::vector<std::vector<int>> layers;
+    for (const auto& st : ctx.stages) layers.push_back(st.layers);
+    graph_ = std::make_unique<StageGraph>(model_->skip_sources(), layers);
+  }
+  check_stage_edges(shape_, *graph_);
   if (opt.check_memory) sim::check_fits(plan);
   world_ = dist ? dist->world_size() : 1;
   rank_ = dist ? dist->rank() : 0;
@@ -147,11 +195,6 @@ int PipelineSession::device_of(int replica, int stage) const {
   return replica * shape_.devices_per_replica + shape_.device_of(stage);
 }
 
-at::Tensor PipelineSession::boundary_like(int from) const {
-  const auto& layers = plan_.stages[static_cast<size_t>(from)].layers;
-  return like_[static_cast<size_t>(*std::max_element(layers.begin(), layers.end()))];
-}
-
 StageRuntime* PipelineSession::runtime(int replica, int stage) const {
   auto d = by_device_.find(device_of(replica, stage));
   if (d == by_device_.end()) return nullptr;
@@ -169,12 +212,13 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       StageSpec spec;
       spec.stage = s;
       spec.layers = ctx.stages[static_cast<size_t>(s)].layers;
-      spec.first = true;
-      spec.last = true;
-      for (const auto& e : shape_.edges) {
-        if (e.to == s) spec.first = false;
-        if (e.from == s) spec.last = false;
-      }
+      for (int l : spec.layers)
+        spec.skip_from.push_back(model_->layers[static_cast<size_t>(l)].skip_from);
+      const StageIO& io = graph_->io(s);
+      spec.inputs = io.inputs;
+      spec.outputs = io.outputs;
+      spec.first = io.first;
+      spec.last = io.last;
       spec.loss_scale = 1.0 / plan_.batch_size;
       spec.per_layer_backward = plan_.dp > 1;
       spec.dropout_seed = options_.seed;
@@ -213,7 +257,8 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   shared.transport = transport_.get();
   shared.abort = &abort_;
   shared.data = data_.get();
-  shared.boundary_like = [this](int from, int) { return boundary_like(from); };
+  shared.graph = graph_.get();
+  shared.value_like = [this](int producer) { return like_[static_cast<size_t>(producer)]; };
   shared.threads_per_stage = options_.threads_per_stage;
   shared.pin_threads = options_.pin_threads;
   shared.warmup = warmup;

@@ -2,7 +2,8 @@
 // wants, with weights and optimizer state carried from one to the next.
 //
 // Construction does what every run needs once: build the plan's model and check that the plan
-// matches it (layer names, parameter bytes, a chain of stages) and fits the device memory, give
+// matches it (layer names, parameter bytes, the layer graph with its skip connections) and fits
+// the device memory, work out which tensors cross which stage edges (exec/stage_io.hpp), give
 // every stage of every device this rank hosts a StageRuntime (which freezes the plan's
 // frozen_layers, exec/stage.hpp), and connect the devices: threads of
 // this process (in-process transport) or the ranks of a c10d job (Gloo on CPU), each rank hosting
@@ -39,6 +40,7 @@
 #include "exec/executor.hpp"
 #include "exec/fault.hpp"
 #include "exec/stage.hpp"
+#include "exec/stage_io.hpp"
 #include "exec/transport.hpp"
 
 namespace pipetwin::models {
@@ -89,8 +91,12 @@ class PipelineSession {
   const std::map<int, std::map<int, StageRuntime*>>& hosted() const { return by_device_; }
   // The runtime of (replica, stage) if this rank hosts it, else null.
   StageRuntime* runtime(int replica, int stage) const;
-  // A tensor shaped like the output of stage `from` for one micro-batch.
-  at::Tensor boundary_like(int from) const;
+  // Which tensors cross which stage edges.
+  const StageGraph& graph() const { return *graph_; }
+  // A tensor shaped like producer p's output (a model layer) for one micro-batch.
+  const at::Tensor& value_like(int producer) const {
+    return like_.at(static_cast<size_t>(producer));
+  }
 
  private:
   struct Program;
@@ -107,6 +113,7 @@ class PipelineSession {
   std::unique_ptr<models::LayeredModel> model_;
   std::shared_ptr<BatchSource> data_;
   std::vector<at::Tensor> like_;  // output of every layer for one micro-batch
+  std::unique_ptr<StageGraph> graph_;
   AbortSignal abort_;
   std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<StageRuntime>> runtimes_;

@@ -1,10 +1,15 @@
 #include "exec/stage.hpp"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "exec/stage_internal.hpp"
+#include "exec/stage_io.hpp"
 
 #include "models/layers.hpp"
 
@@ -15,23 +20,6 @@ std::string shape_of(const at::Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
   return out + "]";
 }
-
-struct StageRuntime::Slot {
-  int version = 0;
-  std::vector<torch::nn::AnyModule> layers;
-  std::vector<at::Tensor> params;
-  int refs = 0;  // micro-batches whose autograd graph uses these weights
-};
-
-struct StageRuntime::MicroBatch {
-  at::Tensor input, target;
-  at::Tensor received;             // the input as it arrived (its shape is the input gradient's)
-  bool past_frozen = false;        // `input` is the frozen prefix's output already
-  at::Tensor leaf;                 // the input as autograd leaf, for the input gradient
-  std::vector<at::Tensor> xs, ys;  // per layer, when back-propagating layer by layer
-  at::Tensor out;                  // stage output (with graph), or the loss on the last stage
-  int graph_version = -1;          // weights the graph was built on; -1: no graph
-};
 
 StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig optimizer,
                            LossFn loss)
@@ -59,6 +47,7 @@ StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig
     }
   }
   optimizer_.freeze_prefix(frozen_params);
+  wire();
   for (size_t i = 0; i < first->params.size(); ++i) first->params[i].mutable_grad() = grads_[i];
   slots_[0] = std::move(first);
 }
@@ -92,67 +81,162 @@ StageRuntime::Slot& StageRuntime::slot_of(int version, const char* who, int mb) 
   return *it->second;
 }
 
-at::Tensor StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
-  auto finish = [&](const at::Tensor& y) {
-    if (!spec_.last) return y;
-    const at::Tensor per_sample = loss_(y, m.target);
-    if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
-    return per_sample.sum() * spec_.loss_scale;
-  };
-  const size_t f = static_cast<size_t>(frozen_), n = slot.layers.size();
-  if (f > 0 && !m.past_frozen) {
-    // Keep the frozen prefix's output: a recompute starts from it (frozen layers run once).
-    m.input = run_frozen(slot, m.input);
-    m.past_frozen = true;
+void StageRuntime::wire() {
+  auto& sp = spec_;
+  if (sp.skip_from.empty()) sp.skip_from.assign(sp.layers.size(), -1);
+  if (sp.inputs.empty() && !sp.layers.empty()) sp.inputs = {sp.layers.front() - 1};
+  if (sp.outputs.empty() && !sp.last && !sp.layers.empty()) sp.outputs = {sp.layers.back()};
+  if (sp.skip_from.size() != sp.layers.size()) {
+    throw std::logic_error(fmt::format("stage {}: {} skip sources for {} layers", sp.stage,
+                                       sp.skip_from.size(), sp.layers.size()));
   }
-  if (!with_graph || f == n) {
-    at::NoGradGuard no_grad;
-    at::Tensor x = m.input;
-    for (size_t l = f; l < n; ++l) x = slot.layers[l].forward(x);
-    return finish(x);
+  const size_t I = sp.inputs.size(), n = sp.layers.size();
+  if (frozen_ > 0 && I != 1) {
+    throw std::logic_error(
+        fmt::format("stage {}: a frozen prefix needs one input ({} given)", sp.stage, I));
   }
-  const bool needs_input_grad = !spec_.first && f == 0 && m.input.is_floating_point();
-  m.leaf = needs_input_grad ? m.input.detach().requires_grad_(true) : m.input;
-  m.xs.clear();
-  m.ys.clear();
-  at::Tensor x = m.leaf;
-  for (size_t l = f; l < n; ++l) {
-    if (spec_.per_layer_backward && l > f) x = x.detach().requires_grad_(true);
-    if (spec_.per_layer_backward) m.xs.push_back(x);
-    x = slot.layers[l].forward(x);
-    if (spec_.per_layer_backward) m.ys.push_back(x);
+  main_src_.assign(n, -1);
+  skip_src_.assign(n, -1);
+  last_read_.assign(I + n, -1);
+  for (size_t j = 0; j < n; ++j) {
+    main_src_[j] = value_of(sp.layers[j] - 1);
+    if (sp.skip_from[j] >= 0) skip_src_[j] = value_of(sp.skip_from[j]);
+    for (int v : {main_src_[j], skip_src_[j]})
+      if (v >= 0) last_read_[static_cast<size_t>(v)] = static_cast<int>(j);
   }
-  at::Tensor out = finish(x);
-  if (spec_.last && spec_.per_layer_backward) m.ys.back() = out;
-  return out;
+  out_value_.clear();
+  for (int l : sp.outputs) out_value_.push_back(value_of(l));
 }
 
-at::Tensor StageRuntime::forward(int mb, int version, const at::Tensor& input, bool keep_graph,
-                                 const at::Tensor& target, bool past_frozen) {
+int StageRuntime::value_of(int producer) const {
+  const auto& sp = spec_;
+  const auto pos = std::find(sp.layers.begin(), sp.layers.end(), producer);
+  if (pos != sp.layers.end())
+    return static_cast<int>(sp.inputs.size() + static_cast<size_t>(pos - sp.layers.begin()));
+  const auto in = std::find(sp.inputs.begin(), sp.inputs.end(), producer);
+  if (in == sp.inputs.end()) {
+    throw std::logic_error(fmt::format(
+        "stage {}: reads the output of {}, which it neither holds "
+        "nor receives",
+        sp.stage,
+        producer < 0 ? std::string("the model input") : fmt::format("layer {}", producer)));
+  }
+  return static_cast<int>(in - sp.inputs.begin());
+}
+
+at::Tensor StageRuntime::layer_forward(Slot& slot, size_t j, std::vector<at::Tensor>& v) {
+  auto& layer = slot.layers[j];
+  const at::Tensor& x = v[static_cast<size_t>(main_src_[j])];
+  at::Tensor y =
+      skip_src_[j] < 0 ? layer.forward(x) : layer.forward(x, v[static_cast<size_t>(skip_src_[j])]);
+  return y;
+}
+
+// Drops the values no layer after position j reads and the stage does not return, so a forward
+// without autograd holds no more than a chain's would.
+static void drop_dead(std::vector<at::Tensor>& v, const std::vector<int>& last_read,
+                      const std::vector<int>& keep, size_t j, size_t first_output) {
+  for (size_t i = 0; i < first_output + j; ++i) {
+    if (last_read[i] == static_cast<int>(j) &&
+        std::find(keep.begin(), keep.end(), static_cast<int>(i)) == keep.end())
+      v[i] = at::Tensor();
+  }
+}
+
+void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
+  const size_t I = m.inputs.size(), f = static_cast<size_t>(frozen_), n = slot.layers.size();
+  if (f > 0 && !m.past_frozen) {
+    // Keep the frozen prefix's output: a recompute starts from it (frozen layers run once).
+    m.inputs[0] = run_frozen(slot, m.inputs[0]);
+    m.past_frozen = true;
+  }
+  std::vector<at::Tensor> v(I + n);
+  for (size_t k = 0; k < I; ++k) v[k] = m.inputs[k];
+  if (f > 0) v[I + f - 1] = m.inputs[0];
+  std::vector<int> keep = out_value_;
+  keep.push_back(static_cast<int>(I + n - 1));
+  const bool graph = with_graph && f < n;
+  std::unique_ptr<at::NoGradGuard> no_grad;
+  if (!graph) {
+    no_grad = std::make_unique<at::NoGradGuard>();
+  } else {
+    m.leaves.assign(I, at::Tensor());
+    for (size_t k = 0; k < I; ++k) {
+      const bool needs_grad =
+          spec_.inputs[k] != kModelInput && f == 0 && m.inputs[k].is_floating_point();
+      if (needs_grad) v[k] = m.leaves[k] = m.inputs[k].detach().requires_grad_(true);
+    }
+    m.xs.clear();
+    m.ys.clear();
+  }
+  const bool by_layer = graph && spec_.per_layer_backward;
+  for (size_t j = f; j < n; ++j) {
+    if (by_layer) {
+      // Each layer reads its inputs through leaves of its own, so its backward can run alone.
+      std::array<at::Tensor, 2> leaves;
+      std::vector<at::Tensor> w = v;
+      for (int i : {0, 1}) {
+        const int src = i == 0 ? main_src_[j] : skip_src_[j];
+        if (src < 0) continue;
+        const at::Tensor& x = v[static_cast<size_t>(src)];
+        leaves[static_cast<size_t>(i)] = x.detach().requires_grad_(x.requires_grad());
+        w[static_cast<size_t>(src)] = leaves[static_cast<size_t>(i)];
+      }
+      v[I + j] = layer_forward(slot, j, w);
+      m.xs.push_back(leaves);
+      m.ys.push_back(v[I + j]);
+    } else {
+      v[I + j] = layer_forward(slot, j, v);
+    }
+    drop_dead(v, last_read_, keep, j, I);
+  }
+  m.outs.clear();
+  for (int o : out_value_) m.outs.push_back(v[static_cast<size_t>(o)]);
+  m.loss = at::Tensor();
+  if (spec_.last) {
+    const at::Tensor per_sample = loss_(v[I + n - 1], m.target);
+    if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
+    m.loss = per_sample.sum() * spec_.loss_scale;
+  }
+}
+
+std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<at::Tensor> inputs,
+                                              bool keep_graph, const at::Tensor& target,
+                                              bool past_frozen) {
   if (version != current_) {
     throw std::runtime_error(
         fmt::format("stage {}: forward of micro-batch {} asks for weight "
                     "version {} but the current version is {}",
                     spec_.stage, mb, version, current_));
   }
+  if (inputs.size() != spec_.inputs.size()) {
+    throw std::logic_error(
+        fmt::format("stage {}: forward of micro-batch {} with {} inputs, the "
+                    "stage reads {}",
+                    spec_.stage, mb, inputs.size(), spec_.inputs.size()));
+  }
   Slot& slot = slot_of(version, "forward", mb);
   last_used_ = slot.version;
   auto m = std::make_unique<MicroBatch>();
-  m->input = input;
-  m->received = input;
+  m->received = inputs;
+  m->inputs = std::move(inputs);
   m->past_frozen = past_frozen;
   m->target = target;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
-  at::Tensor out = run(slot, *m, keep_graph);
+  run(slot, *m, keep_graph);
+  std::vector<at::Tensor> outs;
+  for (const auto& o : m->outs) outs.push_back(o.detach());
   if (keep_graph) {
-    if (spec_.last) loss_sum_ += (out / spec_.loss_scale).item<double>();
-    m->out = out;
+    if (spec_.last) loss_sum_ += (m->loss / spec_.loss_scale).item<double>();
     m->graph_version = version;
     ++slot.refs;
+  } else {
+    m->outs.clear();
+    m->loss = at::Tensor();
   }
   in_flight_[mb] = std::move(m);
-  return out.detach();
+  return outs;
 }
 
 void StageRuntime::recompute(int mb, int version) {
@@ -167,61 +251,9 @@ void StageRuntime::recompute(int mb, int version) {
   last_used_ = slot.version;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
-  m.out = run(slot, m, true);
+  run(slot, m, true);
   m.graph_version = version;
   ++slot.refs;
-}
-
-at::Tensor StageRuntime::backward(int mb, int version, const at::Tensor& grad_output,
-                                  const std::function<void(int)>& on_layer_done) {
-  auto it = in_flight_.find(mb);
-  if (it == in_flight_.end() || it->second->graph_version < 0) {
-    throw std::runtime_error(
-        fmt::format("stage {}: backward of micro-batch {} without a forward "
-                    "graph (missing forward or recompute)",
-                    spec_.stage, mb));
-  }
-  MicroBatch& m = *it->second;
-  if (m.graph_version != version) {
-    throw std::runtime_error(
-        fmt::format("stage {}: backward of micro-batch {} asks for weight "
-                    "version {} but its graph was built on version {}",
-                    spec_.stage, mb, version, m.graph_version));
-  }
-  last_used_ = slots_.at(m.graph_version)->version;
-  const size_t f = static_cast<size_t>(frozen_);
-  if (!m.out.requires_grad()) {
-    // Every layer of the stage is frozen: nothing to back-propagate.
-  } else if (spec_.per_layer_backward) {
-    at::Tensor g = spec_.last ? at::Tensor() : grad_output;
-    for (size_t l = m.ys.size(); l-- > 0;) {
-      if (g.defined()) {
-        m.ys[l].backward(g);
-      } else {
-        m.ys[l].backward();
-      }
-      g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
-      if (on_layer_done) on_layer_done(spec_.layers[f + l]);
-    }
-  } else {
-    if (spec_.last) {
-      m.out.backward();
-    } else {
-      m.out.backward(grad_output);
-    }
-    if (on_layer_done) {
-      for (size_t l = spec_.layers.size(); l-- > f;) on_layer_done(spec_.layers[l]);
-    }
-  }
-  if (on_layer_done) {
-    for (size_t l = f; l-- > 0;) on_layer_done(spec_.layers[l]);  // frozen: no gradient to wait for
-  }
-  at::Tensor input_grad = m.leaf.defined() && m.leaf.requires_grad() ? m.leaf.grad() : at::Tensor();
-  // Below a frozen prefix nothing trains: the upstream stage's schedule still receives a gradient.
-  if (f > 0 && !spec_.first) input_grad = at::zeros_like(m.received);
-  release(m.graph_version);
-  in_flight_.erase(it);
-  return input_grad;
 }
 
 void StageRuntime::release(int version) {
@@ -260,42 +292,6 @@ void StageRuntime::optimizer_step(int new_version) {
   current_ = new_version;
 }
 
-void StageRuntime::warm_up(const at::Tensor& input, const at::Tensor& target, int graphs) {
-  // Hold `graphs` graphs at once, as the run will: the allocator grows to the run's peak here
-  // rather than during the first timed iterations (page faults on fresh memory). The warm-up
-  // leaves no trace: BatchNorm statistics are put back, gradients and the loss zeroed.
-  std::vector<at::Tensor> saved_buffers;
-  for (const auto& b : buffers()) saved_buffers.push_back(b.detach().clone());
-  std::vector<MicroBatch> ms(static_cast<size_t>(std::max(1, graphs)));
-  std::vector<at::Tensor> outs;
-  for (auto& m : ms) {
-    m.input = input;
-    m.target = target;
-    outs.push_back(run(*slots_.at(current_), m, true));
-  }
-  for (size_t i = ms.size(); i-- > 0;) {
-    MicroBatch& m = ms[i];
-    if (!outs[i].requires_grad()) continue;  // every layer frozen
-    if (spec_.last) {
-      outs[i].backward();
-    } else if (spec_.per_layer_backward) {
-      at::Tensor g = at::ones_like(m.ys.back());
-      for (size_t l = m.ys.size(); l-- > 0;) {
-        m.ys[l].backward(g);
-        g = m.xs[l].requires_grad() ? m.xs[l].grad() : at::Tensor();
-        if (!g.defined()) break;
-      }
-    } else {
-      outs[i].backward(at::ones_like(outs[i]));
-    }
-  }
-  at::NoGradGuard no_grad;
-  for (auto& g : grads_) g.zero_();
-  const auto live = buffers();
-  for (size_t i = 0; i < live.size(); ++i) live[i].copy_(saved_buffers[i]);
-  loss_sum_ = 0;
-}
-
 void StageRuntime::begin_window(int64_t first_micro_batch) {
   if (!in_flight_.empty() || slots_.size() != 1 || slots_.begin()->first != current_) {
     throw std::logic_error(fmt::format(
@@ -311,19 +307,28 @@ void StageRuntime::begin_window(int64_t first_micro_batch) {
   micro_batch_offset_ = first_micro_batch;
 }
 
-at::Tensor StageRuntime::infer(const at::Tensor& input) {
+std::vector<at::Tensor> StageRuntime::infer(const std::vector<at::Tensor>& inputs) {
   Slot& slot = *slots_.at(current_);
+  if (inputs.size() != spec_.inputs.size()) {
+    throw std::logic_error(fmt::format("stage {}: infer() of {} inputs, the stage reads {}",
+                                       spec_.stage, inputs.size(), spec_.inputs.size()));
+  }
   at::NoGradGuard no_grad;
   for (auto& l : slot.layers) l.ptr()->eval();
-  at::Tensor x = input;
+  std::vector<at::Tensor> out;
   try {
-    for (auto& l : slot.layers) x = l.forward(x);
+    std::vector<at::Tensor> v = inputs;
+    v.resize(inputs.size() + slot.layers.size());
+    for (size_t j = 0; j < slot.layers.size(); ++j)
+      v[inputs.size() + j] = layer_forward(slot, j, v);
+    for (int o : out_value_) out.push_back(v[static_cast<size_t>(o)]);
+    if (spec_.last) out.push_back(v.back());
   } catch (...) {
     for (auto& l : slot.layers) l.ptr()->train();
     throw;
   }
   for (auto& l : slot.layers) l.ptr()->train();
-  return x;
+  return out;
 }
 
 std::vector<at::Tensor> StageRuntime::buffers() const {

@@ -2,12 +2,17 @@
 //
 // It executes the compute actions of the schedule IR for its stage:
 //   forward(mb, v)     run the layers on the weights of version v (the current ones). With a
-//                      later recompute it runs without autograd and keeps only the input
+//                      later recompute it runs without autograd and keeps only the inputs
 //                      (checkpointing: torchgpipe Section 2.1); otherwise it keeps the graph.
-//   recompute(mb, v)   run again with autograd from the kept input, on version v's weights
-//   backward(mb, v)    back-propagate the received output gradient (the loss on the last
-//                      stage) through the graph built on version v; return the input gradient
+//   recompute(mb, v)   run again with autograd from the kept inputs, on version v's weights
+//   backward(mb, v)    back-propagate the received output gradients (and the loss on the last
+//                      stage) through the graph built on version v; return the input gradients
 //   optimizer_step(v)  apply the accumulated gradients, producing version v
+// Inputs and outputs are lists in the order of StageSpec::inputs and ::outputs (exec/stage_io.hpp):
+// one tensor each for a stage of a chain model; with cross-layer skip connections a stage may
+// read several tensors (its predecessor's output, an encoder feature from stages back) and
+// send several; every layer reads its main input (the previous layer's output) and its skip
+// input from what the stage received or computed.
 // Weight versions: a version's weights stay alive while a micro-batch that read them in forward
 // is not yet backwarded (PipeDream's weight stashing); the step then writes the new version into
 // another instance of the layers. When nothing references the current weights (synchronous
@@ -60,7 +65,14 @@ namespace pipetwin::exec {
 
 struct StageSpec {
   int stage = 0;
-  std::vector<int> layers;          // model layer indices, ascending
+  std::vector<int> layers;  // model layer indices, ascending
+  // Per entry of `layers`: the model layer whose output is its skip input, or -1 (empty: none).
+  std::vector<int> skip_from;
+  // Producers (model layers; -1 the model input) of the tensors forward() receives, and the layers
+  // whose outputs it returns, both ascending (StageIO). Empty: a chain stage, which receives
+  // layers[0] - 1 and, unless last, returns layers.back().
+  std::vector<int> inputs;
+  std::vector<int> outputs;
   bool first = false;               // receives the model input
   bool last = false;                // produces the loss
   double loss_scale = 1.0;          // 1 / samples per optimizer step
@@ -91,23 +103,29 @@ class StageRuntime {
   // versions itself (one per optimizer step), independently of what the schedule says.
   int last_version_used() const { return last_used_; }
 
-  // `past_frozen`: `input` is the output of the stage's frozen prefix already (F_frozen).
-  at::Tensor forward(int mb, int version, const at::Tensor& input, bool keep_graph,
-                     const at::Tensor& target, bool past_frozen = false);
+  // Returns the outputs (detached), in spec().outputs order. `past_frozen`: inputs[0] is the
+  // output of the stage's frozen prefix already (F_frozen).
+  std::vector<at::Tensor> forward(int mb, int version, std::vector<at::Tensor> inputs,
+                                  bool keep_graph, const at::Tensor& target,
+                                  bool past_frozen = false);
   void recompute(int mb, int version);
-  at::Tensor backward(int mb, int version, const at::Tensor& grad_output,
-                      const std::function<void(int layer)>& on_layer_done);
+  // `grad_outputs`: per output, the gradient summed over the stages that read it (undefined: none
+  // reached it). Returns per input the gradient (zeros where none flowed; undefined for the model
+  // input).
+  std::vector<at::Tensor> backward(int mb, int version, const std::vector<at::Tensor>& grad_outputs,
+                                   const std::function<void(int layer)>& on_layer_done);
   void optimizer_step(int new_version);
-  // Untimed forwards of `input` holding `graphs` graphs at once, then their backwards; the
+  // Untimed forwards of `inputs` holding `graphs` graphs at once, then their backwards; the
   // gradients are discarded (executor warm-up).
-  void warm_up(const at::Tensor& input, const at::Tensor& target, int graphs = 1);
+  void warm_up(const std::vector<at::Tensor>& inputs, const at::Tensor& target, int graphs = 1);
 
   // Before a schedule: the current weights become version 0 and micro-batch mb of the schedule
   // is global micro-batch first_micro_batch + mb. Throws std::logic_error mid-schedule.
   void begin_window(int64_t first_micro_batch);
-  // The forward of `input` through the current weights with dropout off and without autograd
-  // (evaluation); the stage output, not the loss.
-  at::Tensor infer(const at::Tensor& input);
+  // The forward of `inputs` (spec().inputs order) through the current weights with dropout off
+  // and without autograd (evaluation): the outputs in spec().outputs order, then, on the last
+  // stage, the model's output (not the loss).
+  std::vector<at::Tensor> infer(const std::vector<at::Tensor>& inputs);
 
   // Layers of this stage that are frozen: the first frozen_count() of spec().layers.
   int frozen_count() const { return frozen_; }
@@ -144,7 +162,15 @@ class StageRuntime {
   struct MicroBatch;
   Slot& slot_of(int version, const char* who, int mb);
   std::shared_ptr<Slot> new_slot();
-  at::Tensor run(Slot& slot, MicroBatch& m, bool with_graph);
+  void wire();
+  int value_of(int producer) const;
+  at::Tensor layer_forward(Slot& slot, size_t j, std::vector<at::Tensor>& v);
+  void run(Slot& slot, MicroBatch& m, bool with_graph);
+  std::vector<at::Tensor> backprop(MicroBatch& m, const std::vector<at::Tensor>& grad_outputs,
+                                   const std::function<void(int)>& on_layer_done);
+  std::vector<at::Tensor> backprop_by_layer(MicroBatch& m,
+                                            const std::vector<at::Tensor>& grad_outputs,
+                                            const std::function<void(int)>& on_layer_done);
   at::Tensor run_frozen(Slot& slot, at::Tensor x, int from = 0, int to = -1);
   void record_gradient_norms();
   void release(int version);
@@ -156,6 +182,10 @@ class StageRuntime {
   std::map<int, std::shared_ptr<Slot>> slots_;  // by version
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
+  // Values of a micro-batch: the inputs, then each layer's output (index inputs + position).
+  std::vector<int> main_src_, skip_src_;    // per layer position: value read (-1: none)
+  std::vector<int> out_value_;              // per output: its value
+  std::vector<int> last_read_;              // per value: the last layer position reading it
   std::vector<at::Tensor> grads_;           // shared .grad of every slot's parameters
   std::vector<int> param_layer_;            // model layer of each parameter
   std::vector<int> param_index_;            // index in spec_.layers of each parameter's layer

@@ -28,24 +28,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Stages of a chain in data order.
-std::vector<int> chain_order(const PipelineShape& sh) {
-  std::vector<int> next(static_cast<size_t>(sh.num_stages), -1);
-  std::vector<bool> has_producer(static_cast<size_t>(sh.num_stages), false);
-  for (const auto& e : sh.edges) {
-    next[static_cast<size_t>(e.from)] = e.to;
-    has_producer[static_cast<size_t>(e.to)] = true;
-  }
-  std::vector<int> order;
-  int s = static_cast<int>(std::find(has_producer.begin(), has_producer.end(), false) -
-                           has_producer.begin());
-  while (s >= 0 && s < sh.num_stages && order.size() < next.size()) {
-    order.push_back(s);
-    s = next[static_cast<size_t>(s)];
-  }
-  return order;
-}
-
 }  // namespace
 
 void TrainOptions::validate() const {
@@ -252,50 +234,6 @@ TrainResult Trainer::run() {
     }
   }
   return result_;
-}
-
-void Trainer::evaluate(double sums[4]) {
-  // Replica 0's stages in data order; activations cross ranks over the transport. Tags above
-  // 2^29 leave the training windows' tags alone (and every window has ended anyway).
-  const std::vector<int> order = chain_order(session_->shape());
-  const int64_t kEvalTag = int64_t{1} << 29;
-  const auto& model = session_->model();
-  for (size_t b = 0; b < data_->eval.size(); ++b) {
-    const auto& [input, target] = data_->eval[b];
-    at::Tensor x;
-    for (size_t i = 0; i < order.size(); ++i) {
-      const int s = order[i], dev = session_->device_of(0, s);
-      if (session_->rank_of_device(dev) != session_->rank()) continue;
-      StageRuntime* rt = session_->runtime(0, s);
-      const int64_t tag = kEvalTag + static_cast<int64_t>(b * order.size() + i);
-      if (i == 0) {
-        x = input;
-      } else {
-        const int prev = session_->device_of(0, order[i - 1]);
-        if (session_->rank_of_device(prev) != session_->rank()) {
-          at::Tensor like = session_->boundary_like(order[i - 1]);
-          std::vector<int64_t> sizes = like.sizes().vec();
-          sizes[0] = input.size(0);
-          x = session_->transport().recv(prev, dev, tag, at::empty(sizes, like.options()));
-        }
-      }
-      x = rt->infer(x);
-      if (i + 1 == order.size()) {
-        at::NoGradGuard no_grad;
-        sums[0] += model.per_sample_loss(x, target).sum().item<double>();
-        sums[3] += static_cast<double>(input.size(0));
-        if (model.task != models::Task::kRegression) {
-          sums[1] += (x.argmax(-1) == target).sum().item<double>();
-          sums[2] += static_cast<double>(target.numel());
-        }
-      } else {
-        const int next = session_->device_of(0, order[i + 1]);
-        if (session_->rank_of_device(next) != session_->rank()) {
-          session_->transport().send(x.contiguous(), dev, next, tag + 1);
-        }
-      }
-    }
-  }
 }
 
 void Trainer::finish_epoch() {

@@ -1,5 +1,6 @@
 #include "exec/worker.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <ATen/ATen.h>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "exec/activation_store.hpp"
+#include "exec/bundle.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/train_data.hpp"
@@ -131,22 +133,18 @@ int DeviceWorker::graphs_in_flight(int stage) const {
 void DeviceWorker::warm_up() {
   // The first run of an operator pays for allocator growth, thread-pool start and cold caches;
   // a real run's first iteration would show it. Run each stage once, untimed, and discard it.
-  const auto& sh = shared_.schedule->shape();
   for (auto& [stage, st] : stages_) {
-    at::Tensor input, target;
-    bool has_producer = false;
-    for (const auto& e : sh.edges) {
-      if (e.to == stage) {
-        has_producer = true;
-        input = at::randn_like(shared_.boundary_like(e.from, stage));
-      }
-    }
+    std::vector<at::Tensor> inputs;
+    at::Tensor target;
     const int step = shared_.first_step;
-    if (!has_producer)
-      input = copy_to_device([&] { return shared_.data->input(step, replica_, 0); });
+    for (int p : st->spec().inputs) {
+      inputs.push_back(p == kModelInput
+                           ? copy_to_device([&] { return shared_.data->input(step, replica_, 0); })
+                           : at::randn_like(shared_.value_like(p)));
+    }
     if (st->spec().last)
       target = copy_to_device([&] { return shared_.data->target(step, replica_, 0); });
-    st->warm_up(input, target, graphs_in_flight(stage));
+    st->warm_up(inputs, target, graphs_in_flight(stage));
   }
 }
 
@@ -248,91 +246,127 @@ int DeviceWorker::peer_device(const Action& a) const {
   return replica_ * sh.devices_per_replica + sh.device_of(a.peer_stage);
 }
 
-void DeviceWorker::put(Key key, at::Tensor t, int consumers) {
-  if (consumers <= 0) return;
+void DeviceWorker::put(Key key, std::vector<at::Tensor> bundle) {
   std::lock_guard<std::mutex> lock(mu_);
-  exchange_[key] = {std::move(t), consumers};
+  exchange_[key] = std::move(bundle);
 }
 
-at::Tensor DeviceWorker::take(Key key) {
+std::vector<at::Tensor> DeviceWorker::take(Key key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = exchange_.find(key);
   if (it == exchange_.end()) {
     throw std::runtime_error(fmt::format("no tensor for stage {} micro-batch {} from stage {}",
                                          std::get<1>(key), std::get<2>(key), std::get<3>(key)));
   }
-  at::Tensor t = it->second.first;
-  if (--it->second.second == 0) exchange_.erase(it);
+  std::vector<at::Tensor> t = std::move(it->second);
+  exchange_.erase(it);
   return t;
 }
 
+std::vector<at::Tensor> DeviceWorker::edge_like(int from, int to) const {
+  std::vector<at::Tensor> like;
+  for (int p : shared_.graph->tensors(from, to)) like.push_back(shared_.value_like(p));
+  return like;
+}
+
+namespace {
+
+size_t index_in(const std::vector<int>& v, int x) {
+  return static_cast<size_t>(std::find(v.begin(), v.end(), x) - v.begin());
+}
+
+}  // namespace
+
 void DeviceWorker::forward(const Action& a) {
+  // Each incoming stage edge brings the tensors of its producers (exec/stage_io.hpp); they land
+  // in the stage's inputs by producer. The model input comes from the data (or F_frozen).
   const auto& sh = shared_.schedule->shape();
   StageRuntime* st = stages_.at(a.stage);
-  at::Tensor input, target;
+  const StageSpec& spec = st->spec();
+  std::vector<at::Tensor> inputs(spec.inputs.size());
+  at::Tensor target;
   const int M = sh.micro_batches;
   const int step = a.micro_batch / M, micro = a.micro_batch % M;
-  int producers = 0, consumers = 0;
   for (const auto& e : sh.edges) {
-    if (e.to == a.stage) {
-      ++producers;
-      const bool local = sh.device_of(e.from) == sh.device_of(a.stage);
-      input = take({local ? Slot::kOutput : Slot::kInput, local ? e.from : a.stage, a.micro_batch,
-                    local ? a.stage : e.from});
-    }
-    if (e.from == a.stage) ++consumers;
+    if (e.to != a.stage) continue;
+    const bool local = sh.device_of(e.from) == sh.device_of(a.stage);
+    std::vector<at::Tensor> bundle =
+        take({local ? Slot::kOutput : Slot::kInput, local ? e.from : a.stage, a.micro_batch,
+              local ? a.stage : e.from});
+    const auto& producers = shared_.graph->tensors(e.from, a.stage);
+    for (size_t i = 0; i < producers.size(); ++i)
+      inputs.at(index_in(spec.inputs, producers[i])) = std::move(bundle.at(i));
   }
   const int global_step = shared_.first_step + step;
-  const bool f_frozen = producers == 0 && st->frozen_count() > 0;
+  const bool reads_data = !spec.inputs.empty() && spec.inputs.front() == kModelInput;
+  const bool f_frozen = reads_data && st->frozen_count() > 0;
   if (f_frozen) {
-    input = frozen_input(st, global_step, micro);
-  } else if (producers == 0) {
-    input = copy_to_device([&] { return shared_.data->input(global_step, replica_, micro); });
+    inputs[0] = frozen_input(st, global_step, micro);
+  } else if (reads_data) {
+    inputs[0] = copy_to_device([&] { return shared_.data->input(global_step, replica_, micro); });
   }
-  if (st->spec().last)
+  if (spec.last)
     target = copy_to_device([&] { return shared_.data->target(global_step, replica_, micro); });
   const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
-  at::Tensor out = st->forward(a.micro_batch, a.version, input, keep_graph, target, f_frozen);
+  const std::vector<at::Tensor> outs =
+      st->forward(a.micro_batch, a.version, std::move(inputs), keep_graph, target, f_frozen);
   for (const auto& e : sh.edges) {
-    if (e.from == a.stage) put({Slot::kOutput, a.stage, a.micro_batch, e.to}, out, 1);
+    if (e.from != a.stage) continue;
+    std::vector<at::Tensor> bundle;
+    for (int p : shared_.graph->tensors(a.stage, e.to))
+      bundle.push_back(outs.at(index_in(spec.outputs, p)));
+    put({Slot::kOutput, a.stage, a.micro_batch, e.to}, std::move(bundle));
   }
-  (void)consumers;
 }
 
 void DeviceWorker::backward(int id, const Action& a) {
+  // An output read by several stages gets the sum of their gradients.
   const auto& sh = shared_.schedule->shape();
   StageRuntime* st = stages_.at(a.stage);
-  at::Tensor grad_out;
+  const StageSpec& spec = st->spec();
+  std::vector<at::Tensor> grad_outputs(spec.outputs.size());
   for (const auto& e : sh.edges) {
     if (e.from != a.stage) continue;
     const bool local = sh.device_of(e.to) == sh.device_of(a.stage);
-    grad_out = take({local ? Slot::kInputGrad : Slot::kOutputGrad, local ? e.to : a.stage,
-                     a.micro_batch, local ? a.stage : e.to});
+    const std::vector<at::Tensor> bundle =
+        take({local ? Slot::kInputGrad : Slot::kOutputGrad, local ? e.to : a.stage, a.micro_batch,
+              local ? a.stage : e.to});
+    const auto& producers = shared_.graph->tensors(a.stage, e.to);
+    for (size_t i = 0; i < producers.size(); ++i) {
+      at::Tensor& g = grad_outputs.at(index_in(spec.outputs, producers[i]));
+      g = g.defined() ? g + bundle.at(i) : bundle.at(i);
+    }
   }
   Board* board = shared_.board;
-  at::Tensor grad_in = st->backward(a.micro_batch, a.version, grad_out,
-                                    [board, id](int layer) { board->mark_layer(id, layer); });
+  const std::vector<at::Tensor> grads =
+      st->backward(a.micro_batch, a.version, grad_outputs,
+                   [board, id](int layer) { board->mark_layer(id, layer); });
   for (const auto& e : sh.edges) {
-    if (e.to == a.stage) put({Slot::kInputGrad, a.stage, a.micro_batch, e.from}, grad_in, 1);
+    if (e.to != a.stage) continue;
+    std::vector<at::Tensor> bundle;
+    for (int p : shared_.graph->tensors(e.from, a.stage))
+      bundle.push_back(grads.at(index_in(spec.inputs, p)));
+    put({Slot::kInputGrad, a.stage, a.micro_batch, e.from}, std::move(bundle));
   }
 }
 
 void DeviceWorker::send(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
-  const at::Tensor t =
+  const std::vector<at::Tensor> bundle =
       take({act ? Slot::kOutput : Slot::kInputGrad, a.stage, a.micro_batch, a.peer_stage});
-  shared_.transport->send(t, device_, peer_device(a),
+  shared_.transport->send(pack_bundle(bundle), device_, peer_device(a),
                           transfer_tag(a, shared_.schedule->shape().num_stages));
 }
 
 void DeviceWorker::recv(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
   const int from = act ? a.peer_stage : a.stage, to = act ? a.stage : a.peer_stage;
+  const std::vector<at::Tensor> like = edge_like(from, to);
   at::Tensor t = shared_.transport->recv(peer_device(a), device_,
                                          transfer_tag(a, shared_.schedule->shape().num_stages),
-                                         shared_.boundary_like(from, to));
-  put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage}, std::move(t),
-      1);
+                                         packed_like(like));
+  put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage},
+      unpack_bundle(t, like));
 }
 
 void DeviceWorker::allreduce(const Action& a) {

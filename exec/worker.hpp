@@ -34,6 +34,7 @@
 #include "exec/data.hpp"
 #include "exec/fault.hpp"
 #include "exec/stage.hpp"
+#include "exec/stage_io.hpp"
 #include "exec/transport.hpp"
 
 namespace pipetwin::exec {
@@ -63,8 +64,10 @@ struct WorkerShared {
   Transport* transport = nullptr;
   AbortSignal* abort = nullptr;
   BatchSource* data = nullptr;
-  // A tensor shaped like the activation of one micro-batch crossing stage `from` -> `to`.
-  std::function<at::Tensor(int from, int to)> boundary_like;
+  // Which tensors each stage edge carries (exec/stage_io.hpp).
+  const StageGraph* graph = nullptr;
+  // A tensor shaped like producer p's output for one micro-batch (p a model layer).
+  std::function<at::Tensor(int producer)> value_like;
   std::chrono::steady_clock::time_point t0;
   int threads_per_stage = 1;
   bool pin_threads = true;
@@ -105,8 +108,9 @@ class DeviceWorker {
   at::Tensor frozen_input(StageRuntime* st, int global_step, int micro);
   // F_frozen over the replica's batch of the step: through the AutoCache when it is on.
   at::Tensor frozen_output(StageRuntime* st, int global_step, const at::Tensor& batch);
-  void put(Key key, at::Tensor t, int consumers);
-  at::Tensor take(Key key);
+  void put(Key key, std::vector<at::Tensor> bundle);
+  std::vector<at::Tensor> take(Key key);
+  std::vector<at::Tensor> edge_like(int from, int to) const;
   double now() const;
   int peer_device(const Action& a) const;
 
@@ -119,7 +123,7 @@ class DeviceWorker {
   std::set<std::pair<int, int>> recomputed_;  // (stage, micro-batch) with a Recompute action
   std::vector<std::thread> threads_;
   std::mutex mu_;
-  std::map<Key, std::pair<at::Tensor, int>> exchange_;  // tensor, consumers left
+  std::map<Key, std::vector<at::Tensor>> exchange_;  // a stage edge's tensors (one reader)
   // (stage, global step) -> F_frozen's output per micro-batch, micro-batches taken so far
   std::map<std::pair<int, int>, std::pair<std::vector<at::Tensor>, int>> frozen_out_;
   std::vector<TimelineEvent> events_;

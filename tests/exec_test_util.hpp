@@ -18,9 +18,11 @@
 #include <gmock/gmock.h>
 
 #include "core/plan.hpp"
+#include "core/schedule/generators.hpp"
 #include "exec/data.hpp"
 #include "exec/executor.hpp"
 #include "exec/optimizer.hpp"
+#include "exec/reference.hpp"
 #include "exec/trainer.hpp"
 #include "models/zoo.hpp"
 #include "sim_test_util.hpp"
@@ -45,6 +47,9 @@ inline Profile profile_of(const std::string& model_name) {
     for (const auto& t : l.parameters())
       lp.param_bytes += static_cast<double>(t.numel() * t.element_size());
     p.layers.push_back(lp);
+  }
+  if (m.has_skips()) {
+    for (const auto& [from, to] : m.edges()) p.edges.push_back({from, to, 1024});
   }
   return p;
 }
@@ -212,6 +217,41 @@ inline bool all_equal(const std::vector<at::Tensor>& a, const std::vector<at::Te
     if (!a[i].sizes().equals(b[i].sizes()) || !at::equal(a[i], b[i])) return false;
   }
   return true;
+}
+
+// Runs `plan` for `iterations` steps and checks that (a) every compute action ran on the weight
+// version the schedule declares, as the runtime counts them, (b) the weights equal single-process
+// training at those versions, and (c) staleness is real: plain synchronous SGD ends elsewhere.
+inline void expect_declared_versions(const Plan& plan, int iterations) {
+  const auto opt = float64_options(iterations);
+  const exec::ExecResult r = exec::execute_plan(plan, opt);
+  const PlanContext ctx(plan, iterations);
+  const Schedule sched = make_schedule(plan.schedule, ctx.shape);
+  std::map<std::tuple<int, int, int, int>, int> declared;  // device, op, stage, mb -> version
+  for (int d = 0; d < sched.num_devices(); ++d) {
+    for (const auto& a : sched.devices[static_cast<size_t>(d)]) {
+      if (stream_of(a.op) == StreamKind::kCompute) {
+        declared[{d, static_cast<int>(a.op), a.stage,
+                  a.op == Op::kOptimizerStep ? a.step : a.micro_batch}] = a.version;
+      }
+    }
+  }
+  int checked = 0;
+  for (const auto& e : r.timeline.events) {
+    const Action& a = e.action;
+    if (stream_of(a.op) != StreamKind::kCompute) continue;
+    const auto key = std::make_tuple(e.device, static_cast<int>(a.op), a.stage,
+                                     a.op == Op::kOptimizerStep ? a.step : a.micro_batch);
+    ASSERT_TRUE(declared.count(key));
+    EXPECT_EQ(a.version, declared[key]) << describe(a);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(declared.size()));
+  const exec::ReferenceResult ref = exec::reference_training(plan, sched, opt);
+  std::vector<at::Tensor> expected;
+  for (const auto& st : ref.stage_parameters) expected.insert(expected.end(), st.begin(), st.end());
+  EXPECT_LT(max_relative_error(executor_parameters(r, plan.num_stages()), expected), 1e-9);
+  EXPECT_GT(max_relative_error(expected, plain_training(plan, opt, iterations)), 1e-6);
 }
 
 }  // namespace pipetwin::testing

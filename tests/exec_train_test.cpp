@@ -17,6 +17,7 @@ namespace {
 
 using testing::exec_plan;
 using testing::ExecSpec;
+using testing::expect_declared_versions;
 using testing::float64_options;
 using testing::max_relative_error;
 
@@ -86,41 +87,6 @@ TEST(ExecDropout, CheckpointedRecomputeSeesTheForwardsMasks) {
     const exec::ExecResult plain = exec::execute_plan(exec_plan(s), opt);
     EXPECT_GT(max_relative_error(got, testing::executor_parameters(plain, 2)), 1e-6);
   }
-}
-
-// Runs `plan` for `iterations` steps and checks that (a) every compute action ran on the weight
-// version the schedule declares, as the runtime counts them, (b) the weights equal single-process
-// training at those versions, and (c) staleness is real: plain synchronous SGD ends elsewhere.
-void expect_declared_versions(const Plan& plan, int iterations) {
-  const auto opt = float64_options(iterations);
-  const exec::ExecResult r = exec::execute_plan(plan, opt);
-  const PlanContext ctx(plan, iterations);
-  const Schedule sched = make_schedule(plan.schedule, ctx.shape);
-  std::map<std::tuple<int, int, int, int>, int> declared;  // device, op, stage, mb -> version
-  for (int d = 0; d < sched.num_devices(); ++d) {
-    for (const auto& a : sched.devices[static_cast<size_t>(d)]) {
-      if (stream_of(a.op) == StreamKind::kCompute) {
-        declared[{d, static_cast<int>(a.op), a.stage,
-                  a.op == Op::kOptimizerStep ? a.step : a.micro_batch}] = a.version;
-      }
-    }
-  }
-  int checked = 0;
-  for (const auto& e : r.timeline.events) {
-    const Action& a = e.action;
-    if (stream_of(a.op) != StreamKind::kCompute) continue;
-    const auto key = std::make_tuple(e.device, static_cast<int>(a.op), a.stage,
-                                     a.op == Op::kOptimizerStep ? a.step : a.micro_batch);
-    ASSERT_TRUE(declared.count(key));
-    EXPECT_EQ(a.version, declared[key]) << describe(a);
-    ++checked;
-  }
-  EXPECT_EQ(checked, static_cast<int>(declared.size()));
-  const exec::ReferenceResult ref = exec::reference_training(plan, sched, opt);
-  std::vector<at::Tensor> expected;
-  for (const auto& st : ref.stage_parameters) expected.insert(expected.end(), st.begin(), st.end());
-  EXPECT_LT(max_relative_error(testing::executor_parameters(r, plan.num_stages()), expected), 1e-9);
-  EXPECT_GT(max_relative_error(expected, testing::plain_training(plan, opt, iterations)), 1e-6);
 }
 
 class AsyncUsesDeclaredVersions : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
