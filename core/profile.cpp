@@ -26,13 +26,14 @@ LayerTiming timing_from_json(const JsonView& j) {
   t.backward_s = j.nonneg("backward_s");
   t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
   t.contention = j.positive_or("contention", 1.0);
-  if (t.contention < 1) j.at("contention").fail(fmt::format("must be at least 1 ({} given)", t.contention));
+  if (t.contention < 1)
+    j.at("contention").fail(fmt::format("must be at least 1 ({} given)", t.contention));
   return t;
 }
 
 LayerProfile layer_from_json(const JsonView& j) {
   j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
-                "param_bytes", "optimizer_bytes", "optimizer_step_s"});
+                "backward_bytes_per_sample", "param_bytes", "optimizer_bytes", "optimizer_step_s"});
   LayerProfile l;
   l.name = j.string("name");
   if (l.name.empty()) j.at("name").fail("must not be empty");
@@ -43,12 +44,13 @@ LayerProfile layer_from_json(const JsonView& j) {
   for (const auto& t : timings.items()) {
     l.timings.push_back(timing_from_json(t));
     if (!seen.insert(l.timings.back().micro_batch).second) {
-      t.at("micro_batch").fail(fmt::format("micro-batch size {} profiled twice",
-                                           l.timings.back().micro_batch));
+      t.at("micro_batch")
+          .fail(fmt::format("micro-batch size {} profiled twice", l.timings.back().micro_batch));
     }
   }
   l.output_bytes_per_sample = j.nonneg("output_bytes_per_sample");
   l.saved_bytes_per_sample = j.nonneg_or("saved_bytes_per_sample", l.output_bytes_per_sample);
+  l.backward_bytes_per_sample = j.nonneg_or("backward_bytes_per_sample", 0);
   l.param_bytes = j.nonneg("param_bytes");
   l.optimizer_bytes = j.nonneg_or("optimizer_bytes", 0);
   l.optimizer_step_s = j.nonneg_or("optimizer_step_s", 0);
@@ -96,7 +98,8 @@ Profile profile_from_json(const JsonView& doc) {
       ProfileEdge edge;
       const int64_t from = e.integer("from"), to = e.integer("to");
       if (from < 0 || from >= p.num_layers()) {
-        e.at("from").fail(fmt::format("layer index {} out of range 0..{}", from, p.num_layers() - 1));
+        e.at("from").fail(
+            fmt::format("layer index {} out of range 0..{}", from, p.num_layers() - 1));
       }
       if (to < 0 || to >= p.num_layers()) {
         e.at("to").fail(fmt::format("layer index {} out of range 0..{}", to, p.num_layers() - 1));
@@ -142,6 +145,8 @@ Json profile_to_json(const Profile& p) {
     jl["timings"] = std::move(timings);
     jl["output_bytes_per_sample"] = l.output_bytes_per_sample;
     jl["saved_bytes_per_sample"] = l.saved_bytes_per_sample;
+    if (l.backward_bytes_per_sample > 0)
+      jl["backward_bytes_per_sample"] = l.backward_bytes_per_sample;
     jl["param_bytes"] = l.param_bytes;
     jl["optimizer_bytes"] = l.optimizer_bytes;
     jl["optimizer_step_s"] = l.optimizer_step_s;

@@ -35,6 +35,10 @@ struct LayerProfile {
   std::vector<LayerTiming> timings;
   double output_bytes_per_sample = 0;  // activation handed to the next layer
   double saved_bytes_per_sample = 0;   // activations kept for backward (without checkpointing)
+  // Measured: the most the layer's backward holds above what was alive when it began (its
+  // input and parameter gradients, and buffers such as a concatenation's gradient); 0: not
+  // measured, the cost model estimates it (cost_model.hpp, backward_working_bytes).
+  double backward_bytes_per_sample = 0;
   double param_bytes = 0;
   double optimizer_bytes = 0;          // optimizer state (e.g. 2x params for Adam)
   double optimizer_step_s = 0;         // time of one optimizer update of this layer

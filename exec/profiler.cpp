@@ -39,7 +39,7 @@ void timed_passes(SequenceRunner& runner, CoRunner* co, const ProfileOptions& o,
 }
 
 struct MemoryMeasure {
-  double output_bytes = 0, saved_bytes = 0;
+  double output_bytes = 0, saved_bytes = 0, backward_bytes = 0;
 };
 
 // Bytes of layer l's output and of what its forward keeps alive for backward (live bytes with
@@ -61,6 +61,12 @@ MemoryMeasure measure_memory(models::LayeredModel& model, size_t l, const at::Te
         layer.forward(input, skip.defined() ? skip.detach().requires_grad_(true) : skip);
     if (l + 1 == model.layers.size()) out = model.per_sample_loss(out, target).sum();
     m.saved_bytes = static_cast<double>(MemoryTracker::live_bytes(kProfileDevice) - before);
+    // The backward's peak above what was alive when it began (its output gradient too).
+    const at::Tensor seed = at::ones_like(out);
+    const int64_t start = MemoryTracker::live_bytes(kProfileDevice);
+    MemoryTracker::reset_peak(kProfileDevice);
+    out.backward(seed);
+    m.backward_bytes = static_cast<double>(MemoryTracker::peak_bytes(kProfileDevice) - start);
   }
   return m;
 }
@@ -138,6 +144,7 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
                                            from >= 0 ? values.at(from) : at::Tensor(), target);
     p.layers[l].output_bytes_per_sample = m.output_bytes / b;
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
+    p.layers[l].backward_bytes_per_sample = std::max(0.0, m.backward_bytes) / b;
     at::NoGradGuard no_grad;
     model.forward_layers({static_cast<int>(l)}, values);
   }

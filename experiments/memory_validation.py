@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The memory model against the executor's measured peak, for every schedule (issue 5, Must show).
 
-For every test model (mlp, vit:tiny, bert:tiny) the model is profiled here once at its micro-batch
-size (one pass: only the memory figures matter); then for every schedule — naive, gpipe without
+For every test model (mlp, vit:tiny, bert:tiny, the U-Net) the model is profiled here once at its
+micro-batch size (one pass: only the memory figures matter); then for every schedule — naive, gpipe without
 and with checkpointing (except_last, always), 1f1b, pipedream, ddg, feature-replay, ftpipe-async —
 at a few M, K = 2 stages are planned (uniform partitioner, cluster local-cpu-2), the plan is
 simulated (the simulator's peak memory per device is core/memory.hpp's walk of the schedule) and
@@ -22,11 +22,11 @@ import tempfile
 
 from runcmd import sh
 
-MODELS = [("mlp", 64), ("vit:tiny", 4), ("bert:tiny", 2)]
-# (schedule, M, checkpoint mode)
-# (schedule, M, checkpoint mode); "G" is GPipe's larger M: 8, but 4 on the mlp, whose output
-# gradients arriving ahead of its backwards swing its peak by 12% from run to run at M = 8 (the
-# model counts the most that can arrive; tests/exec_memory_test.cpp).
+MODELS = [("mlp", 64), ("vit:tiny", 4), ("bert:tiny", 2), ("unet:B=2,C=4,image=32", 4)]
+# (schedule, M, checkpoint mode); "G" is GPipe's larger M: 8, but 4 on the mlp and the U-Net,
+# whose output gradients arriving ahead of their backwards (the U-Net's carry every encoder level)
+# swing the peak by 10-12% from run to run at M = 8 (the model counts the most that can arrive;
+# tests/exec_memory_test.cpp).
 SCHEDULES = [("naive", 4, "none"), ("gpipe", 2, "none"), ("gpipe", "G", "none"),
              ("gpipe", 4, "except_last"), ("gpipe", "G", "always"), ("1f1b", 4, "none"),
              ("1f1b", 8, "except_last"), ("pipedream", 1, "none"), ("pipedream", 2, "none"),
@@ -73,7 +73,7 @@ def main():
                "--repeats", "1", "--no-contention", *OPTIMIZER, "-q", "-o", profile)
             for schedule, M, checkpoint in SCHEDULES:
                 if M == "G":
-                    M = 4 if model == "mlp" else 8
+                    M = 4 if model == "mlp" or model.startswith("unet") else 8
                 for r in one(args, tmp, model, b, profile, schedule, M, checkpoint):
                     rows.append(r)
                     print(f"{model:10} {schedule:15} {checkpoint:12} {M:>2} {r['device']:>3} "

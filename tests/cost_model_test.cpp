@@ -204,6 +204,28 @@ TEST(StageCost, SkipGradientsWaitForTheirProducersBackward) {
   EXPECT_DOUBLE_EQ(cm.backward_working_bytes({1, 2, 3}, 1), 11001);
   EXPECT_DOUBLE_EQ(cm.backward_working_bytes({2, 3}, 1), 11001);
   EXPECT_DOUBLE_EQ(cm.backward_working_bytes({3}, 1), 6001);
+  // A stage whose layer 0 also sends to another stage (the skip 0 -> 3) holds that output's
+  // gradient, received with the last layer's, through its whole backward: 15001 + 1000.
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({0, 1, 2}, 1), 16001);
+}
+
+// A layer that reads a skip counts its measured backward where the profile has one (a U-Net
+// decoder block's concatenation); a chain layer keeps the estimate.
+TEST(StageCost, AMeasuredBackwardCountsForLayersThatReadASkip) {
+  Profile p = four_layers();
+  for (auto& l : p.layers) {
+    l.saved_bytes_per_sample = 0;
+    l.param_bytes = 0;
+    l.output_bytes_per_sample = 1;
+  }
+  p.edges = {{0, 1, 1}, {1, 2, 1}, {2, 3, 5000}, {0, 3, 1000}};
+  p.layers[3].backward_bytes_per_sample = 9000;
+  p.layers[2].backward_bytes_per_sample = 90000;
+  const CostModel cm(p, cluster());
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({3}, 1), 1 + 9000);  // not the estimate's 6000
+  EXPECT_DOUBLE_EQ(cm.backward_working_bytes({2}, 1), 1 + 1);     // the estimate
+  p.layers[3].backward_bytes_per_sample = 10;  // below the estimate: the estimate is a floor
+  EXPECT_DOUBLE_EQ(CostModel(p, cluster()).backward_working_bytes({3}, 1), 1 + 6000);
 }
 
 TEST(StageCost, FrozenLayersHaveNoBackwardAndCountLambdaOfTheirFootprint) {

@@ -227,18 +227,11 @@ TEST(SkipProfile, TheProfilerNamesTheSkipEdgesAndItsPlanRuns) {
   // Encoder level 0's output: 4 channels of 32 x 32 doubles per sample.
   EXPECT_DOUBLE_EQ(p.layers[1].output_bytes_per_sample, 4 * 32 * 32 * 8);
   EXPECT_GT(p.layers[20].timings.at(0).backward_s, 0);
+  // The decoder block's backward holds its concatenation's gradient: measured, above its inputs'.
+  EXPECT_GT(p.layers[20].backward_bytes_per_sample,
+            p.layers[19].output_bytes_per_sample + p.layers[1].output_bytes_per_sample);
 
-  const Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
-  sim::PlanRequest q;
-  q.model = kUNet;
-  q.profile = p;
-  q.cluster = load_cluster("local-cpu-2", catalog);
-  q.catalog = &catalog;
-  q.stages = 2;
-  q.schedule = "1f1b";
-  q.batch_size = 8;
-  q.chunks = 4;
-  q.partitioner = "optimal";
+  const sim::PlanRequest q = testing::local_cpu_request(kUNet, p, "1f1b", "optimal");
   const Plan plan = sim::make_plan(q);
   const auto opt = float64_options(2);
   const exec::ExecResult r = exec::execute_plan(plan, opt);

@@ -56,6 +56,7 @@ Profile full_profile() {
     l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i, 1.0}, {8, 0.7 + i, 1.3 + i, 0.75 + i, 1.25 + i}};
     l.output_bytes_per_sample = 1e6 / 3 + i;
     l.saved_bytes_per_sample = 2e6 + i;
+    l.backward_bytes_per_sample = i == 1 ? 3e6 : 0;  // measured on one layer only
     l.param_bytes = 4096.0 * (i + 1);
     l.optimizer_bytes = 8192.0 * (i + 1);
     l.optimizer_step_s = 1e-5 * (i + 1);
@@ -89,6 +90,7 @@ void expect_same(const Profile& a, const Profile& b) {
     }
     EXPECT_EQ(x.output_bytes_per_sample, y.output_bytes_per_sample);
     EXPECT_EQ(x.saved_bytes_per_sample, y.saved_bytes_per_sample);
+    EXPECT_EQ(x.backward_bytes_per_sample, y.backward_bytes_per_sample);
     EXPECT_EQ(x.param_bytes, y.param_bytes);
     EXPECT_EQ(x.optimizer_bytes, y.optimizer_bytes);
     EXPECT_EQ(x.optimizer_step_s, y.optimizer_step_s);
@@ -139,6 +141,7 @@ TEST(Profile, DefaultsOfOptionalFields) {
   EXPECT_EQ(in.saved_bytes_per_sample, 128);
   EXPECT_EQ(in.optimizer_bytes, 0);
   EXPECT_EQ(in.optimizer_step_s, 0);
+  EXPECT_EQ(in.backward_bytes_per_sample, 0);  // not measured
   EXPECT_EQ(p.layers[1].timings[0].recompute_s, 0.005);
   EXPECT_EQ(p.layers[1].saved_bytes_per_sample, 512);
   EXPECT_TRUE(p.edges.empty());
@@ -204,8 +207,9 @@ TEST(ProfileErrors, NegativeTimesAndSizes) {
     EXPECT_EQ(error_of(doc), std::string("p.json: layers[1].timings[0].") + key +
                                  ": expected a non-negative number, got -0.5");
   }
-  for (const char* key : {"output_bytes_per_sample", "saved_bytes_per_sample", "param_bytes",
-                          "optimizer_bytes", "optimizer_step_s"}) {
+  for (const char* key : {"output_bytes_per_sample", "saved_bytes_per_sample",
+                          "backward_bytes_per_sample", "param_bytes", "optimizer_bytes",
+                          "optimizer_step_s"}) {
     Json doc = valid_doc();
     doc["layers"][2][key] = -1;
     EXPECT_EQ(error_of(doc),
