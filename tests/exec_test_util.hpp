@@ -25,6 +25,7 @@
 #include "exec/reference.hpp"
 #include "exec/trainer.hpp"
 #include "models/zoo.hpp"
+#include "sim/planner.hpp"
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 
@@ -97,6 +98,30 @@ inline Plan mixed_plan(ExecSpec s, const std::vector<std::vector<int>>& layers,
   for (size_t i = 0; i < layers.size(); ++i) p.stages.push_back({layers[i], devices[i]});
   p.validate("mixed plan");
   return p;
+}
+
+// The shipped hardware catalog, loaded once (a PlanRequest points at it).
+inline const Catalog& shipped_catalog() {
+  static const Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
+  return catalog;
+}
+
+// What `pipetwin plan` gets for `model` on the shipped two-core CPU cluster, batch 8 in 4
+// micro-batches on 2 stages.
+inline sim::PlanRequest local_cpu_request(const std::string& model, Profile profile,
+                                          const std::string& schedule,
+                                          const std::string& partitioner) {
+  sim::PlanRequest q;
+  q.model = model;
+  q.profile = std::move(profile);
+  q.cluster = load_cluster("local-cpu-2", shipped_catalog());
+  q.catalog = &shipped_catalog();
+  q.stages = 2;
+  q.schedule = schedule;
+  q.batch_size = 8;
+  q.chunks = 4;
+  q.partitioner = partitioner;
+  return q;
 }
 
 // Saves `plan` as dir/plan.json (a file for `pipetwin run|train --plan`) and returns that path.

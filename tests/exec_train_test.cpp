@@ -170,18 +170,10 @@ TEST(MixedPipeAsync, FTPipeUsesDeclaredVersionsWithSeveralStagesPerDevice) {
 // What `pipetwin plan --partitioner mixed-pipe` makes of vit:tiny on the shipped profile (eight
 // blocks on two devices) runs and trains as one process does.
 TEST(MixedPipePartitioner, ItsPlanForVitTinyEqualsSingleProcess) {
-  const Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
-  sim::PlanRequest q;
-  q.model = "vit:tiny";
-  q.profile =
-      load_profile(std::string(PIPETWIN_SOURCE_DIR) + "/traces/cpu-core/vit-tiny.profile.json");
-  q.cluster = load_cluster("local-cpu-2", catalog);
-  q.catalog = &catalog;
-  q.stages = 2;
-  q.schedule = "gpipe";
-  q.batch_size = 8;
-  q.chunks = 4;
-  q.partitioner = "mixed-pipe";
+  const sim::PlanRequest q = testing::local_cpu_request(
+      "vit:tiny",
+      load_profile(std::string(PIPETWIN_SOURCE_DIR) + "/traces/cpu-core/vit-tiny.profile.json"),
+      "gpipe", "mixed-pipe");
   const Plan plan = sim::make_plan(q);
   ASSERT_EQ(plan.devices_per_replica(), 2);
   ASSERT_GT(plan.num_stages(), 2) << "several stages per device";
