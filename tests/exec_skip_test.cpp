@@ -175,6 +175,21 @@ TEST(SkipMixedPipe, OuterLevelsShareADeviceAndHandTheSkipOverLocally) {
   }
 }
 
+// What the graph partitioners make of the U-Net runs: METIS cuts it into five stages alternating
+// between the two devices (encoder features cross two stages), pipedream-dp replicates it.
+TEST(SkipPartitioners, EveryPartitionersPlanEqualsSingleProcess) {
+  for (const char* partitioner : {"metis", "mixed-pipe", "pipedream-dp", "balance-time"}) {
+    SCOPED_TRACE(partitioner);
+    const Plan plan = sim::make_plan(
+        testing::local_cpu_request(kUNet, testing::profile_of(kUNet), "gpipe", partitioner));
+    const auto opt = float64_options(2);
+    const exec::ExecResult r = exec::execute_plan(plan, opt);
+    EXPECT_LT(max_relative_error(testing::executor_parameters(r, plan.num_stages()),
+                                 testing::plain_training(plan, opt, 2)),
+              1e-9);
+  }
+}
+
 // ---- plans that do not match the model -------------------------------------------------------
 
 TEST(SkipPlanChecks, AProfileWithoutTheSkipEdgesIsRefused) {
