@@ -258,7 +258,7 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   shared.abort = &abort_;
   shared.data = data_.get();
   shared.graph = graph_.get();
-  shared.value_like = [this](int producer) { return like_[static_cast<size_t>(producer)]; };
+  shared.value_like = [this](int producer) { return value_like(producer); };
   shared.threads_per_stage = options_.threads_per_stage;
   shared.pin_threads = options_.pin_threads;
   shared.warmup = warmup;

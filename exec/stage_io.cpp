@@ -75,19 +75,6 @@ std::vector<std::pair<int, int>> StageGraph::edges() const {
   return out;
 }
 
-std::vector<int> StageGraph::consumers(int producer) const {
-  std::vector<int> out;
-  for (int l = 0; l < static_cast<int>(skip_from_.size()); ++l) {
-    if (l - 1 == producer || (producer >= 0 && skip_from_[static_cast<size_t>(l)] == producer))
-      out.push_back(l);
-  }
-  return out;
-}
-
-}  // namespace pipetwin::exec
-
-namespace pipetwin::exec {
-
 std::vector<int> StageGraph::data_order() const {
   // Kahn's algorithm over the stage edges.
   const int S = num_stages();

@@ -50,8 +50,6 @@ class StageGraph {
   const std::vector<int>& tensors(int from, int to) const;
   // The stage edges (from, to), ascending.
   std::vector<std::pair<int, int>> edges() const;
-  // The layers that read producer p's output (kModelInput: layer 0).
-  std::vector<int> consumers(int producer) const;
   // The stages in an order where each comes after every stage it reads from (ties: lower index
   // first). std::invalid_argument if the stage graph has a cycle.
   std::vector<int> data_order() const;
