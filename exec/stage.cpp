@@ -97,15 +97,21 @@ void StageRuntime::wire() {
   }
   main_src_.assign(n, -1);
   skip_src_.assign(n, -1);
-  last_read_.assign(I + n, -1);
+  std::vector<int> last_read(I + n, -1);
   for (size_t j = 0; j < n; ++j) {
     main_src_[j] = value_of(sp.layers[j] - 1);
     if (sp.skip_from[j] >= 0) skip_src_[j] = value_of(sp.skip_from[j]);
     for (int v : {main_src_[j], skip_src_[j]})
-      if (v >= 0) last_read_[static_cast<size_t>(v)] = static_cast<int>(j);
+      if (v >= 0) last_read[static_cast<size_t>(v)] = static_cast<int>(j);
   }
   out_value_.clear();
   for (int l : sp.outputs) out_value_.push_back(value_of(l));
+  drop_after_.assign(n, {});
+  for (size_t v = 0; v + 1 < I + n; ++v) {  // the last layer's value is the stage's result
+    const bool returned = std::find(out_value_.begin(), out_value_.end(), v) != out_value_.end();
+    if (last_read[v] >= 0 && !returned)
+      drop_after_[static_cast<size_t>(last_read[v])].push_back(static_cast<int>(v));
+  }
 }
 
 int StageRuntime::value_of(int producer) const {
@@ -124,22 +130,19 @@ int StageRuntime::value_of(int producer) const {
   return static_cast<int>(in - sp.inputs.begin());
 }
 
-at::Tensor StageRuntime::layer_forward(Slot& slot, size_t j, std::vector<at::Tensor>& v) {
-  auto& layer = slot.layers[j];
-  const at::Tensor& x = v[static_cast<size_t>(main_src_[j])];
-  at::Tensor y =
-      skip_src_[j] < 0 ? layer.forward(x) : layer.forward(x, v[static_cast<size_t>(skip_src_[j])]);
-  return y;
+at::Tensor StageRuntime::call_layer(Slot& slot, size_t j, const at::Tensor& x,
+                                    const at::Tensor& skip) {
+  return skip_src_[j] < 0 ? slot.layers[j].forward(x) : slot.layers[j].forward(x, skip);
 }
 
-// Drops the values no layer after position j reads and the stage does not return, so a forward
-// without autograd holds no more than a chain's would.
-static void drop_dead(std::vector<at::Tensor>& v, const std::vector<int>& last_read,
-                      const std::vector<int>& keep, size_t j, size_t first_output) {
-  for (size_t i = 0; i < first_output + j; ++i) {
-    if (last_read[i] == static_cast<int>(j) &&
-        std::find(keep.begin(), keep.end(), static_cast<int>(i)) == keep.end())
-      v[i] = at::Tensor();
+// Layers [from, n) over the values v (inputs, then layer outputs), dropping what is dead.
+void StageRuntime::forward_values(Slot& slot, std::vector<at::Tensor>& v, size_t from) {
+  const size_t I = spec_.inputs.size();
+  for (size_t j = from; j < slot.layers.size(); ++j) {
+    const at::Tensor none;
+    v[I + j] = call_layer(slot, j, v[static_cast<size_t>(main_src_[j])],
+                          skip_src_[j] < 0 ? none : v[static_cast<size_t>(skip_src_[j])]);
+    for (int d : drop_after_[j]) v[static_cast<size_t>(d)] = at::Tensor();
   }
 }
 
@@ -153,8 +156,6 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
   std::vector<at::Tensor> v(I + n);
   for (size_t k = 0; k < I; ++k) v[k] = m.inputs[k];
   if (f > 0) v[I + f - 1] = m.inputs[0];
-  std::vector<int> keep = out_value_;
-  keep.push_back(static_cast<int>(I + n - 1));
   const bool graph = with_graph && f < n;
   std::unique_ptr<at::NoGradGuard> no_grad;
   if (!graph) {
@@ -169,26 +170,23 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
     m.xs.clear();
     m.ys.clear();
   }
-  const bool by_layer = graph && spec_.per_layer_backward;
-  for (size_t j = f; j < n; ++j) {
-    if (by_layer) {
+  if (graph && spec_.per_layer_backward) {
+    for (size_t j = f; j < n; ++j) {
       // Each layer reads its inputs through leaves of its own, so its backward can run alone.
       std::array<at::Tensor, 2> leaves;
-      std::vector<at::Tensor> w = v;
       for (int i : {0, 1}) {
         const int src = i == 0 ? main_src_[j] : skip_src_[j];
         if (src < 0) continue;
         const at::Tensor& x = v[static_cast<size_t>(src)];
         leaves[static_cast<size_t>(i)] = x.detach().requires_grad_(x.requires_grad());
-        w[static_cast<size_t>(src)] = leaves[static_cast<size_t>(i)];
       }
-      v[I + j] = layer_forward(slot, j, w);
+      v[I + j] = call_layer(slot, j, leaves[0], leaves[1]);
       m.xs.push_back(leaves);
       m.ys.push_back(v[I + j]);
-    } else {
-      v[I + j] = layer_forward(slot, j, v);
+      for (int d : drop_after_[j]) v[static_cast<size_t>(d)] = at::Tensor();
     }
-    drop_dead(v, last_read_, keep, j, I);
+  } else {
+    forward_values(slot, v, f);
   }
   m.outs.clear();
   for (int o : out_value_) m.outs.push_back(v[static_cast<size_t>(o)]);
@@ -319,8 +317,7 @@ std::vector<at::Tensor> StageRuntime::infer(const std::vector<at::Tensor>& input
   try {
     std::vector<at::Tensor> v = inputs;
     v.resize(inputs.size() + slot.layers.size());
-    for (size_t j = 0; j < slot.layers.size(); ++j)
-      v[inputs.size() + j] = layer_forward(slot, j, v);
+    forward_values(slot, v, 0);
     for (int o : out_value_) out.push_back(v[static_cast<size_t>(o)]);
     if (spec_.last) out.push_back(v.back());
   } catch (...) {

@@ -164,7 +164,8 @@ class StageRuntime {
   std::shared_ptr<Slot> new_slot();
   void wire();
   int value_of(int producer) const;
-  at::Tensor layer_forward(Slot& slot, size_t j, std::vector<at::Tensor>& v);
+  at::Tensor call_layer(Slot& slot, size_t j, const at::Tensor& x, const at::Tensor& skip);
+  void forward_values(Slot& slot, std::vector<at::Tensor>& v, size_t from);
   void run(Slot& slot, MicroBatch& m, bool with_graph);
   std::vector<at::Tensor> backprop(MicroBatch& m, const std::vector<at::Tensor>& grad_outputs,
                                    const std::function<void(int)>& on_layer_done);
@@ -183,9 +184,11 @@ class StageRuntime {
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
   // Values of a micro-batch: the inputs, then each layer's output (index inputs + position).
-  std::vector<int> main_src_, skip_src_;    // per layer position: value read (-1: none)
-  std::vector<int> out_value_;              // per output: its value
-  std::vector<int> last_read_;              // per value: the last layer position reading it
+  std::vector<int> main_src_, skip_src_;  // per layer position: value read (-1: none)
+  std::vector<int> out_value_;            // per output: its value
+  // Per layer position: the values no later layer reads and the stage does not return, dropped
+  // once it has run, so a forward without autograd holds no more than a chain's would.
+  std::vector<std::vector<int>> drop_after_;
   std::vector<at::Tensor> grads_;           // shared .grad of every slot's parameters
   std::vector<int> param_layer_;            // model layer of each parameter
   std::vector<int> param_index_;            // index in spec_.layers of each parameter's layer
