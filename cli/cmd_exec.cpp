@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
+#include "exec/device.hpp"
 #include "exec/distributed.hpp"
 #include "exec/executor.hpp"
 #include "exec/host.hpp"
@@ -21,7 +22,8 @@ namespace pipetwin::cli {
 namespace {
 
 struct RunArgs {
-  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd", save_parameters;
+  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd", save_parameters,
+                                       device = "auto";
   int iterations = 0, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   uint64_t seed = 1;
   double lr = 0.01, momentum = 0;
@@ -86,6 +88,8 @@ void run_run(const RunArgs& a) {
         fmt::format("--data: expected synthetic, digits or digits-tokens, got \"{}\"", a.data));
   }
   const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
+  // Between processes the stages exchange host tensors (c10d Gloo): "auto" means the CPU there.
+  o.device = env.distributed() && a.device == "auto" ? "cpu" : exec::resolve_device(a.device);
   std::unique_ptr<exec::Distributed> dist;
   if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.timeout);
   const exec::ExecResult r = exec::execute_plan(plan, o, dist.get());
@@ -110,7 +114,7 @@ void run_run(const RunArgs& a) {
 }
 
 struct ProfileArgs {
-  std::string model, output, device = "cpu-core", micro = "1,2,4,8", optimizer = "sgd";
+  std::string model, output, device = "cpu", catalog_device, micro = "1,2,4,8", optimizer = "sgd";
   int warmup = 2, repeats = 7, threads = 1;
   double momentum = 0;
   bool float64 = false, quiet = false, no_contention = false;
@@ -136,7 +140,15 @@ void run_profile(const ProfileArgs& a) {
   o.threads = a.threads;
   o.float64 = a.float64;
   o.contention = !a.no_contention;
-  o.device = a.device;
+  // --device cpu|cuda[:i] says where to measure; any other value is a catalog name (measured on
+  // the CPU), as before GPUs were supported. The catalog name recorded: --catalog-device, else
+  // cpu-core on the CPU and the GPU's own entry on a GPU (exec/device.hpp).
+  const bool where = a.device == "cpu" || a.device.rfind("cuda", 0) == 0;
+  o.torch_device = where ? a.device : "cpu";
+  o.device = !a.catalog_device.empty() ? a.catalog_device
+             : !where                  ? a.device
+             : a.device == "cpu"       ? "cpu-core"
+                                       : "";
   o.optimizer.kind = a.optimizer;
   o.optimizer.momentum = a.momentum;
   const Profile p = exec::profile_model(a.model, o);
@@ -171,6 +183,9 @@ void add_exec_commands(CLI::App& app) {
   cmd->add_option("--lr", run->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", run->momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--float64", run->float64, "train in float64");
+  cmd->add_option("--device", run->device,
+                  "auto, cpu, cuda (stages spread over the GPUs) or cuda:I (all on GPU I)")
+      ->capture_default_str();
   cmd->add_option("--threads-per-stage", run->threads, "intra-op threads per stage")
       ->capture_default_str();
   cmd->add_flag("--no-pin", run->no_pin, "do not pin stage threads to cores");
@@ -190,7 +205,11 @@ void add_exec_commands(CLI::App& app) {
   CLI::App* p =
       app.add_subcommand("profile", "Measure a model's per-layer profile on this machine");
   p->add_option("--model", prof->model, "zoo name, e.g. vit:tiny, bert:tiny, mlp")->required();
-  p->add_option("--device", prof->device, "catalog device name to record")->capture_default_str();
+  p->add_option("--device", prof->device,
+                "where to measure: cpu, cuda or cuda:I (or a catalog name, measured on the CPU)")
+      ->capture_default_str();
+  p->add_option("--catalog-device", prof->catalog_device,
+                "hardware catalog name to record (default: cpu-core, or the GPU's entry)");
   p->add_option("--micro-batch", prof->micro, "micro-batch sizes, comma-separated")
       ->capture_default_str();
   p->add_option("--warmup", prof->warmup, "warm-up runs per measurement")->capture_default_str();

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "core/schedule/generators.hpp"
-#include "exec/memory_tracker.hpp"
 #include "exec/session.hpp"
 #include "exec/timeline_exchange.hpp"
 
@@ -27,21 +26,27 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* d
     t.device_names.push_back(fmt::format(
         "replica {} device {} ({} #{})", d / sh.devices_per_replica, d % sh.devices_per_replica,
         plan.cluster.device.name, ctx.placement[static_cast<size_t>(d)]));
+    if (session.rank_of_device(d) == session.rank() && session.device(d).is_cuda())
+      t.device_names.back() += " on " + session.device(d).describe();
   }
   t.memory.resize(static_cast<size_t>(session.devices()));
   t.peak_memory_bytes.assign(static_cast<size_t>(session.devices()), 0);
   for (auto& [d, events] : w.events) {
     for (auto& e : events) t.events.push_back(e);
     t.memory[static_cast<size_t>(d)] = std::move(w.memory[d]);
-    t.peak_memory_bytes[static_cast<size_t>(d)] = static_cast<double>(MemoryTracker::peak_bytes(d));
+    t.peak_memory_bytes[static_cast<size_t>(d)] =
+        static_cast<double>(session.device(d).peak_bytes());
   }
   if (dist) t = gather_timeline(*dist, t);
   result.metrics =
       compute_metrics(t, sh.num_stages, schedule_info(plan.schedule).asynchronous, plan.batch_size);
   for (double l : w.step_loss_sum) result.step_loss.push_back(l / plan.batch_size);
   for (const auto& [d, stages] : session.hosted()) {
-    for (const auto& [s, rt] : stages)
-      result.parameters[{d / sh.devices_per_replica, s}] = rt->parameters();
+    for (const auto& [s, rt] : stages) {
+      std::vector<at::Tensor> params;
+      for (const auto& p : rt->parameters()) params.push_back(p.cpu());  // no copy on CPU
+      result.parameters[{d / sh.devices_per_replica, s}] = std::move(params);
+    }
   }
   return result;
 }

@@ -34,6 +34,9 @@ struct ExecOptions {
   uint64_t seed = 1;   // model weights and synthetic data
   OptimizerConfig optimizer;
   bool float64 = false;
+  // Where the stages run: "cpu", "cuda" (schedule devices spread over the visible GPUs; one GPU
+  // hosts them all as stream sets) or "cuda:I" (all on GPU I). exec/device.hpp.
+  std::string device = "cpu";
   int threads_per_stage = 1;                  // intra-op threads of each stage's compute thread
   bool pin_threads = true;                    // pin stage compute threads to cores
   std::chrono::milliseconds timeout{120000};  // longest wait for a peer

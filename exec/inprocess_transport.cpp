@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "exec/cuda_device.hpp"
+
 namespace pipetwin::exec {
 
 void InProcessTransport::send(const at::Tensor& t, int from, int to, int64_t tag) {
@@ -50,9 +52,11 @@ void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors,
       if (sum.empty()) {
         for (const auto& t : list) sum.push_back(t.clone());
       } else {
-        for (size_t i = 0; i < list.size(); ++i) sum[i].add_(list[i]);
+        for (size_t i = 0; i < list.size(); ++i) sum[i].add_(list[i].to(sum[i].device()));
       }
     }
+    // The others read the sum once notified: on a GPU it must be done, not only issued.
+    if (!sum.empty()) wait_for_current_stream(sum.front());
     round.sum = std::move(sum);
     cv_.notify_all();
   }
@@ -61,6 +65,7 @@ void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors,
       "the all-reduce of tag " + std::to_string(tag));
   Round& done = rounds_[key];
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(done.sum[i]);
+  if (!tensors.empty()) wait_for_current_stream(tensors.front());  // before the sum can go
   if (++done.departed == devices.size()) rounds_.erase(key);
 }
 

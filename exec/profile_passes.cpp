@@ -1,7 +1,6 @@
 #include "exec/profile_passes.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include <ATen/ATen.h>
 
@@ -11,12 +10,6 @@
 namespace pipetwin::exec {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point a) {
-  return std::chrono::duration<double>(Clock::now() - a).count();
-}
 
 bool stopped(const std::atomic<bool>* keep_going) {
   return keep_going != nullptr && !keep_going->load();
@@ -30,10 +23,15 @@ double median(std::vector<double> v) {
 }
 
 SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
-                               const ProfileOptions& o)
+                               const ProfileOptions& o, Device& device)
     : model_(model),
+      device_(device),
       input_(model.synthetic_input(micro_batch, o.seed)),
       target_(model.synthetic_target(micro_batch, o.seed)) {
+  if (device_.is_cuda()) {
+    input_ = device_.from_host(input_);
+    target_ = device_.from_host(target_);
+  }
   for (auto& layer : model_.layers) {
     optimizers_.emplace_back(o.optimizer);  // one per layer: its state is per parameter list
     std::vector<at::Tensor> out;
@@ -55,24 +53,24 @@ void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
     for (size_t c = l + 2; c < n; ++c) {
       if (model_.layers[c].skip_from == static_cast<int>(l)) g = g + skip[c].grad();
     }
-    const auto a = Clock::now();
+    const auto a = device_.mark();
     if (l + 1 == n) {
       y[l].backward();
     } else {
       y[l].backward(g);
     }
-    if (t) t->backward[l].push_back(since(a));
+    if (t) t->backward[l].push_back(device_.seconds(*a, *device_.mark()));
   }
   for (size_t l = 0; l < n; ++l) {
     const auto params = model_.layers[l].parameters();
     if (params.empty() || stopped(keep_going)) continue;
     std::vector<at::Tensor> grads;
     for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-    const auto a = Clock::now();
+    const auto a = device_.mark();
     optimizers_[l].step(params, grads, out_[l]);
     at::NoGradGuard no_grad;
     for (auto& g : grads) g.zero_();
-    if (t) t->optimizer[l].push_back(since(a));
+    if (t) t->optimizer[l].push_back(device_.seconds(*a, *device_.mark()));
   }
 }
 
@@ -83,13 +81,13 @@ bool SequenceRunner::chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor
   at::Tensor x = input_;
   for (size_t l = 0; l < n; ++l) {
     if (stopped(keep_going)) return false;
-    const auto a = Clock::now();
+    const auto a = device_.mark();
     leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
     const int from = model_.layers[l].skip_from;
     if (from >= 0) skip[l] = y[static_cast<size_t>(from)].detach().requires_grad_(true);
     y[l] = model_.layers[l].forward(leaf[l], skip[l]);
     if (l + 1 == n) y[l] = model_.per_sample_loss(y[l], target_).sum();
-    if (times) (*times)[l].push_back(since(a));
+    if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
     x = y[l];
   }
   return true;
@@ -104,7 +102,8 @@ CoRunner::CoRunner(const models::LayeredModel& model, int micro_batch, const Pro
 void CoRunner::loop(int micro_batch, ProfileOptions o, int device) {
   MemoryTracker::ScopedDevice attribute(device);
   configure_compute_thread(o.threads, 1, true);
-  SequenceRunner runner(model_, micro_batch, o);
+  const std::unique_ptr<Device> cpu = make_device("cpu", device);
+  SequenceRunner runner(model_, micro_batch, o, *cpu);
   runner.pass(nullptr);  // warm-up
   for (;;) {
     {

@@ -7,6 +7,9 @@
 // one optimizer step per layer into copies of its weights (the model stays as built), zeroing the
 // gradients after it.
 //
+// Times are the Device's: the steady clock on the CPU, CUDA events on a GPU (where each is waited
+// for, so a layer's time is its kernels' from the first launch to the last end).
+//
 // CoRunner runs passes of its own copy of the model on the second usable core while resumed, and
 // idles (blocked, not spinning) while paused; pause() returns once it has stopped computing, so
 // alone and shared passes can alternate and see the same host conditions.
@@ -23,6 +26,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "exec/device.hpp"
 #include "exec/optimizer.hpp"
 #include "exec/profiler.hpp"
 #include "models/layered_model.hpp"
@@ -42,7 +46,9 @@ double median(std::vector<double> v);
 
 class SequenceRunner {
  public:
-  SequenceRunner(models::LayeredModel& model, int micro_batch, const ProfileOptions& o);
+  // Times with `device`'s marks (exec/device.hpp), where the model's layers must be.
+  SequenceRunner(models::LayeredModel& model, int micro_batch, const ProfileOptions& o,
+                 Device& device);
 
   // One pass; records its times into `t` when given. With `keep_going`, stops early (times
   // incomplete, nothing recorded for the rest) once it reads false.
@@ -53,6 +59,7 @@ class SequenceRunner {
              std::vector<at::Tensor>& y, Samples* times, const std::atomic<bool>* keep_going);
 
   models::LayeredModel& model_;
+  Device& device_;
   at::Tensor input_, target_;
   std::vector<Optimizer> optimizers_;
   std::vector<std::vector<at::Tensor>> out_;

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/profile_check.hpp"
+#include "exec/device.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/profile_passes.hpp"
@@ -44,8 +45,9 @@ struct MemoryMeasure {
 
 // Bytes of layer l's output and of what its forward keeps alive for backward (live bytes with
 // the graph alive, minus before), at the input x (and skip input `skip`, if it takes one).
-MemoryMeasure measure_memory(models::LayeredModel& model, size_t l, const at::Tensor& x,
-                             const at::Tensor& skip, const at::Tensor& target) {
+MemoryMeasure measure_memory(Device& device, models::LayeredModel& model, size_t l,
+                             const at::Tensor& x, const at::Tensor& skip,
+                             const at::Tensor& target) {
   auto& layer = model.layers[l];
   MemoryMeasure m;
   {
@@ -54,19 +56,19 @@ MemoryMeasure measure_memory(models::LayeredModel& model, size_t l, const at::Te
     m.output_bytes = static_cast<double>(y.numel() * y.element_size());
   }
   for (auto& p : layer.parameters()) p.mutable_grad() = at::Tensor();
-  const int64_t before = MemoryTracker::live_bytes(kProfileDevice);
+  const int64_t before = device.live_bytes();
   {
     const at::Tensor input = l == 0 ? x : x.detach().requires_grad_(true);
     at::Tensor out =
         layer.forward(input, skip.defined() ? skip.detach().requires_grad_(true) : skip);
     if (l + 1 == model.layers.size()) out = model.per_sample_loss(out, target).sum();
-    m.saved_bytes = static_cast<double>(MemoryTracker::live_bytes(kProfileDevice) - before);
+    m.saved_bytes = static_cast<double>(device.live_bytes() - before);
     // The backward's peak above what was alive when it began (its output gradient too).
     const at::Tensor seed = at::ones_like(out);
-    const int64_t start = MemoryTracker::live_bytes(kProfileDevice);
-    MemoryTracker::reset_peak(kProfileDevice);
+    const int64_t start = device.live_bytes();
+    device.reset_peak();
     out.backward(seed);
-    m.backward_bytes = static_cast<double>(MemoryTracker::peak_bytes(kProfileDevice) - start);
+    m.backward_bytes = static_cast<double>(device.peak_bytes() - start);
   }
   return m;
 }
@@ -98,10 +100,11 @@ void describe_layers(Profile& p, const models::LayeredModel& model, const Profil
 
 // Timings of every layer (alone and, when asked, with the co-runner) at micro-batch size b;
 // `optimizer_s`: each layer's optimizer step.
-std::vector<LayerTiming> measure_size(models::LayeredModel& model, int b, bool contention,
-                                      const ProfileOptions& o, std::vector<double>* optimizer_s) {
+std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& model, int b,
+                                      bool contention, const ProfileOptions& o,
+                                      std::vector<double>* optimizer_s) {
   const size_t n = model.layers.size();
-  SequenceRunner runner(model, b, o);
+  SequenceRunner runner(model, b, o, device);
   PassTimes alone(n), shared(n);
   {
     std::unique_ptr<CoRunner> co;
@@ -124,23 +127,26 @@ std::vector<LayerTiming> measure_size(models::LayeredModel& model, int b, bool c
 }
 
 // Timings and, at the largest size, memory at micro-batch size b.
-void profile_size(Profile& p, models::LayeredModel& model, int b, bool contention,
+void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b, bool contention,
                   const ProfileOptions& o) {
   const size_t n = model.layers.size();
   std::vector<double> optimizer_s;
-  const std::vector<LayerTiming> t = measure_size(model, b, contention, o, &optimizer_s);
+  const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, &optimizer_s);
   for (size_t l = 0; l < n; ++l) {
     p.layers[l].timings.push_back(t[l]);
     // The optimizer step does not depend on b: keep the figure of the first size.
     if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = optimizer_s[l];
   }
   if (b != o.micro_batches.back()) return;
+  const auto on_device = [&](const at::Tensor& t) {
+    return device.is_cuda() ? device.from_host(t) : t;
+  };
   std::map<int, at::Tensor> values{
-      {models::LayeredModel::kModelInput, model.synthetic_input(b, o.seed)}};
-  const at::Tensor target = model.synthetic_target(b, o.seed);
+      {models::LayeredModel::kModelInput, on_device(model.synthetic_input(b, o.seed))}};
+  const at::Tensor target = on_device(model.synthetic_target(b, o.seed));
   for (size_t l = 0; l < n; ++l) {
     const int from = model.layers[l].skip_from;
-    const MemoryMeasure m = measure_memory(model, l, values.at(static_cast<int>(l) - 1),
+    const MemoryMeasure m = measure_memory(device, model, l, values.at(static_cast<int>(l) - 1),
                                            from >= 0 ? values.at(from) : at::Tensor(), target);
     p.layers[l].output_bytes_per_sample = m.output_bytes / b;
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
@@ -159,14 +165,14 @@ void profile_size(Profile& p, models::LayeredModel& model, int b, bool contentio
 // Sizes whose timings a stall of the host disturbed (core/profile_check.hpp) are measured
 // again, at most twice; the notes say which. A disturbance that survives is left as measured
 // and named in the notes (the host was busy for long: profile again).
-void remeasure_disturbed(Profile& p, models::LayeredModel& model, bool contention,
+void remeasure_disturbed(Profile& p, Device& device, models::LayeredModel& model, bool contention,
                          const ProfileOptions& o) {
   std::vector<int> again;
   for (int round = 0; round < 2; ++round) {
     const std::vector<int> sizes = disturbed_sizes(p);
     if (sizes.empty()) break;
     for (int b : sizes) {
-      const std::vector<LayerTiming> t = measure_size(model, b, contention, o, nullptr);
+      const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, nullptr);
       for (size_t l = 0; l < p.layers.size(); ++l) {
         for (auto& x : p.layers[l].timings) {
           if (x.micro_batch == b) x = t[l];
@@ -189,10 +195,10 @@ void remeasure_disturbed(Profile& p, models::LayeredModel& model, bool contentio
 
 // Per usable core (at most 8), the time of passes at micro-batch size b there over the time on
 // the first core; the cores take turns pass by pass. Leaves the calling thread on the first core.
-std::vector<double> measure_core_slowdown(models::LayeredModel& model, int b,
+std::vector<double> measure_core_slowdown(Device& device, models::LayeredModel& model, int b,
                                           const ProfileOptions& o) {
   const int cores = std::min(usable_cores(), 8);
-  SequenceRunner runner(model, b, o);
+  SequenceRunner runner(model, b, o, device);
   std::vector<PassTimes> t(static_cast<size_t>(cores), PassTimes(model.layers.size()));
   for (int i = 0; i < o.warmup + o.repeats; ++i) {
     for (int c = 0; c < cores; ++c) {
@@ -226,37 +232,56 @@ std::string host_description() {
   return fmt::format("{}, {} usable core(s)", model, usable_cores());
 }
 
+// The catalog entry of the GPU `device` is (hardware/devices.json), for a profile measured there.
+std::string catalog_device(const Device& device) {
+  if (!device.is_cuda()) return "cpu-core";
+  const std::string name = catalog_name_for_gpu(device.describe(), device.capacity_bytes());
+  if (name.empty()) {
+    throw InputError(fmt::format(
+        "--device: the GPU {} has no entry in the hardware catalog that pipetwin knows; name "
+        "one with --catalog-device",
+        device.describe()));
+  }
+  return name;
+}
+
 }  // namespace
 
 Profile profile_model(const std::string& name, const ProfileOptions& o) {
   check_options(o);
   MemoryTracker::install();
   tune_malloc();
-  const bool contention = o.contention && o.pin && usable_cores() >= 2;
+  const std::unique_ptr<Device> device = make_device(o.torch_device, kProfileDevice);
+  // Contention and core slow-down are properties of CPU cores shared by stages.
+  const bool contention = o.contention && o.pin && usable_cores() >= 2 && !device->is_cuda();
   Profile p;
+  p.device = o.device.empty() ? catalog_device(*device) : o.device;
   std::exception_ptr failure;
   std::thread worker([&] {
     try {
       MemoryTracker::ScopedDevice attribute(kProfileDevice);
       configure_compute_thread(o.threads, 0, o.pin);
+      device->bind(0);
       models::LayeredModel model =
           models::build_model(name, o.float64 ? at::kDouble : at::kFloat, o.seed);
+      if (device->is_cuda()) model.to(device->torch_device());
       p.model = model.name;
-      p.device = o.device;
       p.dtype = o.float64 ? "float64" : "float32";
       p.source = "measured";
       p.notes = fmt::format(
           "pipetwin profile on {}: layers timed in sequence, median of {} passes after {} warm-up, "
           "{} intra-op thread(s); contention {}",
-          host_description(), o.repeats, o.warmup, o.threads,
+          device->is_cuda() ? device->describe() + ", timed by CUDA events" : host_description(),
+          o.repeats, o.warmup, o.threads,
           contention ? "measured against a co-runner on the second core" : "not measured (1.0)");
       describe_layers(p, model, o);
       const at::Tensor input = model.synthetic_input(o.micro_batches.front(), o.seed);
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
-      for (int b : o.micro_batches) profile_size(p, model, b, contention, o);
-      remeasure_disturbed(p, model, contention, o);
-      if (contention) p.core_slowdown = measure_core_slowdown(model, o.micro_batches.back(), o);
+      for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o);
+      remeasure_disturbed(p, *device, model, contention, o);
+      if (contention)
+        p.core_slowdown = measure_core_slowdown(*device, model, o.micro_batches.back(), o);
     } catch (...) {
       failure = std::current_exception();
     }

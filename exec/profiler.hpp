@@ -27,6 +27,11 @@
 // Memory: bytes per sample of the output and of everything the forward keeps alive for backward
 // (the counting allocator, memory_tracker.hpp); parameter and optimizer-state bytes.
 //
+// On a GPU (torch_device cuda or cuda:I, exec/device.hpp) the model and its inputs live there,
+// each layer's time is the GPU's between CUDA events recorded around it, bytes come from the CUDA
+// caching allocator, and there is no contention factor or core slow-down (CPU-core properties);
+// the profile records the GPU's catalog entry unless `device` names one.
+//
 // Thread-safety: call from one thread at a time (it uses the process-wide memory counters).
 #pragma once
 
@@ -48,7 +53,9 @@ struct ProfileOptions {
   bool contention = true;  // measure contention factors (needs two usable cores)
   uint64_t seed = 1;
   OptimizerConfig optimizer;
-  std::string device = "cpu-core";  // catalog name recorded in the profile
+  // Catalog name recorded in the profile; "" on a GPU: its catalog entry (exec/device.hpp).
+  std::string device = "cpu-core";
+  std::string torch_device = "cpu";  // where to measure: cpu, cuda or cuda:I
 };
 
 Profile profile_model(const std::string& model, const ProfileOptions& options);

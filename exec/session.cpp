@@ -152,6 +152,15 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
   rank_ = dist ? dist->rank() : 0;
   const int devices = shape_.devices_per_replica * shape_.replicas;
   for (int d = 0; d < devices; ++d) ranks_.push_back(device_rank(d, devices, world_));
+  if (dist && opt.device != "cpu") {
+    throw InputError(fmt::format(
+        "--device: {} with --nproc {}: between processes the executor sends over c10d Gloo, "
+        "which carries host tensors; run the stages of one process on the GPU(s) instead",
+        opt.device, world_));
+  }
+  for (int d = 0; d < devices; ++d) {
+    if (ranks_[static_cast<size_t>(d)] == rank_) devices_[d] = make_device(opt.device, d);
+  }
   build_transport();
   if (data) {
     data_ = std::move(data);
@@ -206,8 +215,9 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
   const at::ScalarType dtype = options_.float64 ? at::kDouble : at::kFloat;
   for (int d = 0; d < devices(); ++d) {
     if (rank_of_device(d) != rank_) continue;
-    MemoryTracker::reset_peak(d);
+    devices_.at(d)->reset_peak();
     MemoryTracker::ScopedDevice attribute(d);
+    const c10::Device where = devices_.at(d)->torch_device();
     for (int s : shape_.stages_on(d % shape_.devices_per_replica)) {
       StageSpec spec;
       spec.stage = s;
@@ -226,10 +236,14 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       spec.frozen_layers = plan_.frozen_layers;
       // Replicas hold the same all-reduced gradients: replica 0's norms stand for all.
       spec.track_gradient_norms = options_.track_gradient_norms && spec.replica == 0;
-      auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers] {
+      auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers,
+                      where] {
         models::LayeredModel m = models::build_model(name, dtype, seed);
         std::vector<torch::nn::AnyModule> out;
         for (int l : layers) out.push_back(m.layers[static_cast<size_t>(l)].module);
+        if (!where.is_cpu()) {
+          for (auto& module : out) module.ptr()->to(where);
+        }
         return out;
       };
       auto loss = [model = model_.get()](const at::Tensor& y, const at::Tensor& t) {
@@ -273,20 +287,24 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   shared.gate = &gate;
   std::vector<std::unique_ptr<DeviceWorker>> workers;
   for (auto& [d, stages] : by_device_)
-    workers.push_back(std::make_unique<DeviceWorker>(d, shared, stages));
+    workers.push_back(std::make_unique<DeviceWorker>(d, *devices_.at(d), shared, stages));
   for (auto& w : workers) w->start();
   try {
     gate.wait_warmed_up(abort_);
     if (dist_) dist_->barrier();
-    for (const auto& [d, stages] : by_device_) MemoryTracker::reset_peak(d);
+    for (const auto& [d, stages] : by_device_) devices_.at(d)->reset_peak();
   } catch (const std::exception& e) {
     abort_.raise(fmt::format("start-up: {}", e.what()));
   }
-  shared.t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<Mark>> zero;
+  for (const auto& [d, stages] : by_device_) {
+    zero.push_back(devices_.at(d)->start_mark(t0));
+    shared.t0[d] = zero.back().get();
+  }
   gate.open();
   for (auto& w : workers) w->join();
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - shared.t0).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (abort_.raised()) {
     const std::string who = dist_ ? fmt::format("rank {}: ", rank_) : std::string();
     throw RunFailure(who + abort_.message());

@@ -5,7 +5,8 @@
 // matches it (layer names, parameter bytes, the layer graph with its skip connections) and fits
 // the device memory, work out which tensors cross which stage edges (exec/stage_io.hpp), give
 // every stage of every device this rank hosts a StageRuntime (which freezes the plan's
-// frozen_layers, exec/stage.hpp), and connect the devices: threads of
+// frozen_layers, exec/stage.hpp) on the schedule device's Device (CPU, or a GPU: exec/device.hpp),
+// and connect the devices: threads of
 // this process (in-process transport) or the ranks of a c10d job (Gloo on CPU), each rank hosting
 // a block of devices. run_window(first_step, steps) then compiles (once per window length) the
 // plan's schedule for `steps` optimizer steps and lets one DeviceWorker per hosted device run it,
@@ -37,6 +38,7 @@
 #include "core/timeline.hpp"
 #include "exec/abort.hpp"
 #include "exec/data.hpp"
+#include "exec/device.hpp"
 #include "exec/executor.hpp"
 #include "exec/fault.hpp"
 #include "exec/stage.hpp"
@@ -87,6 +89,8 @@ class PipelineSession {
   int rank_of_device(int device) const { return ranks_[static_cast<size_t>(device)]; }
   // Global device of `stage` in `replica`.
   int device_of(int replica, int stage) const;
+  // What hosted schedule device d runs on (ExecOptions::device, exec/device.hpp).
+  Device& device(int d) const { return *devices_.at(d); }
   // The runtimes this rank hosts: device -> stage -> runtime.
   const std::map<int, std::map<int, StageRuntime*>>& hosted() const { return by_device_; }
   // The runtime of (replica, stage) if this rank hosts it, else null.
@@ -116,6 +120,7 @@ class PipelineSession {
   std::unique_ptr<StageGraph> graph_;
   AbortSignal abort_;
   std::unique_ptr<Transport> transport_;
+  std::map<int, std::unique_ptr<Device>> devices_;  // by hosted schedule device
   std::vector<std::unique_ptr<StageRuntime>> runtimes_;
   std::map<int, std::map<int, StageRuntime*>> by_device_;
   std::map<int, std::unique_ptr<Program>> programs_;  // by window length

@@ -48,16 +48,19 @@ namespace {
 // The data source's mini-batches are host memory, as a data loader's are; a stage copies its
 // micro-batch to its device, and only that copy counts against the device (memory_tracker.hpp).
 template <typename Fetch>
-at::Tensor copy_to_device(Fetch fetch) {
+at::Tensor copy_to_device(Device& device, Fetch fetch) {
   at::Tensor host;
   {
     MemoryTracker::ScopedDevice on_host(-1);
     host = fetch();
   }
-  return host.clone();
+  return device.from_host(host);
 }
 
 }  // namespace
+
+// Each stream of a schedule device issues to a lane of its Device.
+static_assert(Device::kLanes == kStreamsPerDevice, "one Device lane per stream kind");
 
 int64_t transfer_tag(const Action& a, int num_stages) {
   const bool act = a.payload == Payload::kActivation;
@@ -68,15 +71,17 @@ int64_t transfer_tag(const Action& a, int num_stages) {
   return ((static_cast<int64_t>(a.micro_batch) * S + from) * S + to) * 2 + (act ? 0 : 1);
 }
 
-DeviceWorker::DeviceWorker(int device, WorkerShared& shared, std::map<int, StageRuntime*> stages)
-    : device_(device),
+DeviceWorker::DeviceWorker(int device, Device& hardware, WorkerShared& shared,
+                           std::map<int, StageRuntime*> stages)
+    : id_(device),
+      device_(hardware),
       replica_(device / shared.schedule->shape().devices_per_replica),
       shared_(shared),
       stages_(std::move(stages)),
       fault_(shared.fault) {
   const auto& cs = *shared_.schedule;
   for (int s = 0; s < kStreamsPerDevice; ++s) {
-    for (int32_t id : cs.stream_actions(device_ * kStreamsPerDevice + s)) {
+    for (int32_t id : cs.stream_actions(id_ * kStreamsPerDevice + s)) {
       const Action& a = cs.action(id);
       if (a.op == Op::kRecompute) recomputed_.insert({a.stage, a.micro_batch});
     }
@@ -89,7 +94,7 @@ DeviceWorker::~DeviceWorker() {
 
 void DeviceWorker::start() {
   for (int s = 0; s < kStreamsPerDevice; ++s) {
-    if (shared_.schedule->stream_actions(device_ * kStreamsPerDevice + s).empty()) continue;
+    if (shared_.schedule->stream_actions(id_ * kStreamsPerDevice + s).empty()) continue;
     threads_.emplace_back([this, s] { run_stream(static_cast<StreamKind>(s)); });
   }
 }
@@ -117,7 +122,7 @@ int DeviceWorker::graphs_in_flight(int stage) const {
   const auto& cs = *shared_.schedule;
   int held = 0, most = 0;
   for (int32_t id :
-       cs.stream_actions(device_ * kStreamsPerDevice + static_cast<int>(StreamKind::kCompute))) {
+       cs.stream_actions(id_ * kStreamsPerDevice + static_cast<int>(StreamKind::kCompute))) {
     const Action& a = cs.action(id);
     if (a.stage != stage) continue;
     if (a.op == Op::kRecompute ||
@@ -138,24 +143,29 @@ void DeviceWorker::warm_up() {
     at::Tensor target;
     const int step = shared_.first_step;
     for (int p : st->spec().inputs) {
-      inputs.push_back(p == kModelInput
-                           ? copy_to_device([&] { return shared_.data->input(step, replica_, 0); })
-                           : at::randn_like(shared_.value_like(p)));
+      inputs.push_back(
+          p == kModelInput
+              ? copy_to_device(device_, [&] { return shared_.data->input(step, replica_, 0); })
+              : at::randn_like(like(p)));
     }
     if (st->spec().last)
-      target = copy_to_device([&] { return shared_.data->target(step, replica_, 0); });
+      target = copy_to_device(device_, [&] { return shared_.data->target(step, replica_, 0); });
     st->warm_up(inputs, target, graphs_in_flight(stage));
   }
+  device_.synchronize();  // the clock's zero mark must find the compute lane idle
 }
 
-double DeviceWorker::now() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_.t0).count();
+at::Tensor DeviceWorker::like(int producer) const {
+  const at::Tensor& host = shared_.value_like(producer);
+  if (host.device() == device_.torch_device()) return host;
+  return at::empty(host.sizes(), host.options().device(device_.torch_device()));
 }
 
 void DeviceWorker::run_stream(StreamKind stream) {
-  MemoryTracker::ScopedDevice attribute(device_);
+  MemoryTracker::ScopedDevice attribute(id_);
+  device_.bind(static_cast<int>(stream));
   if (stream == StreamKind::kCompute) {
-    configure_compute_thread(shared_.threads_per_stage, device_, shared_.pin_threads);
+    configure_compute_thread(shared_.threads_per_stage, id_, shared_.pin_threads);
   } else {
     // Copy streams copy tensors: one thread, so no OpenMP team of theirs spins on the cores the
     // compute threads use (a new thread starts with as many OpenMP threads as there are cores).
@@ -170,7 +180,7 @@ void DeviceWorker::run_stream(StreamKind stream) {
       if (shared_.gate) shared_.gate->warmed_up();
     }
     if (shared_.gate) shared_.gate->wait_open(*shared_.abort);
-    for (int32_t id : cs.stream_actions(device_ * kStreamsPerDevice + static_cast<int>(stream))) {
+    for (int32_t id : cs.stream_actions(id_ * kStreamsPerDevice + static_cast<int>(stream))) {
       current = id;
       shared_.board->wait_dependencies(id);
       shared_.abort->check();
@@ -184,22 +194,24 @@ void DeviceWorker::run_stream(StreamKind stream) {
                                                          describe(cs.action(current)))
                                            : std::string("start-up");
     shared_.abort->raise(
-        fmt::format("device {} {} stream, {}: {}", device_, stream_name(stream), where, e.what()));
+        fmt::format("device {} {} stream, {}: {}", id_, stream_name(stream), where, e.what()));
   }
 }
 
 void DeviceWorker::execute(int id) {
   const Action& a = shared_.schedule->action(id);
-  fault_.at_action(shared_.rank, device_, shared_.schedule->ref(id).index,
+  fault_.at_action(shared_.rank, id_, shared_.schedule->ref(id).index,
                    static_cast<int64_t>(shared_.first_step) + a.step,
                    stream_of(a.op) == StreamKind::kCompute);
   Action record = a;
   if (a.op == Op::kRecv) {
     // The transfer starts once the sender has posted it; waiting for that is not transfer time.
-    shared_.transport->wait_posted(peer_device(a), device_,
+    shared_.transport->wait_posted(peer_device(a), id_,
                                    transfer_tag(a, shared_.schedule->shape().num_stages));
   }
-  const double start = now();
+  // The action's end mark is waited for before it is marked done: what it produced is then
+  // ready for any other stream (exec/device.hpp).
+  const std::unique_ptr<Mark> begin = device_.mark();
   switch (a.op) {
     case Op::kForward:
       forward(a);
@@ -214,7 +226,7 @@ void DeviceWorker::execute(int id) {
       StageRuntime* st = stages_.at(a.stage);
       st->optimizer_step(a.version);
       if (shared_.on_step)
-        shared_.on_step(device_, a.stage, shared_.first_step + a.step,
+        shared_.on_step(id_, a.stage, shared_.first_step + a.step,
                         st->spec().last ? st->take_loss_sum() : 0);
       break;
     }
@@ -228,16 +240,18 @@ void DeviceWorker::execute(int id) {
       allreduce(a);
       break;
   }
-  const double end = now();
+  const std::unique_ptr<Mark> finish = device_.mark();
+  const double start = device_.seconds(*shared_.t0.at(id_), *begin);
+  const double end = device_.seconds(*shared_.t0.at(id_), *finish);
   if (a.op == Op::kForward || a.op == Op::kBackward || a.op == Op::kRecompute) {
     record.version = stages_.at(a.stage)->last_version_used();
   } else if (a.op == Op::kOptimizerStep) {
     record.version = stages_.at(a.stage)->current_version();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back({device_, record, start, end});
+  events_.push_back({id_, record, start, end});
   if (stream_of(a.op) == StreamKind::kCompute) {
-    memory_.push_back({end, static_cast<double>(MemoryTracker::live_bytes(device_))});
+    memory_.push_back({end, static_cast<double>(device_.live_bytes())});
   }
 }
 
@@ -265,7 +279,7 @@ std::vector<at::Tensor> DeviceWorker::take(Key key) {
 
 std::vector<at::Tensor> DeviceWorker::edge_like(int from, int to) const {
   std::vector<at::Tensor> like;
-  for (int p : shared_.graph->tensors(from, to)) like.push_back(shared_.value_like(p));
+  for (int p : shared_.graph->tensors(from, to)) like.push_back(this->like(p));
   return like;
 }
 
@@ -303,10 +317,12 @@ void DeviceWorker::forward(const Action& a) {
   if (f_frozen) {
     inputs[0] = frozen_input(st, global_step, micro);
   } else if (reads_data) {
-    inputs[0] = copy_to_device([&] { return shared_.data->input(global_step, replica_, micro); });
+    inputs[0] =
+        copy_to_device(device_, [&] { return shared_.data->input(global_step, replica_, micro); });
   }
   if (spec.last)
-    target = copy_to_device([&] { return shared_.data->target(global_step, replica_, micro); });
+    target =
+        copy_to_device(device_, [&] { return shared_.data->target(global_step, replica_, micro); });
   const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
   const std::vector<at::Tensor> outs =
       st->forward(a.micro_batch, a.version, std::move(inputs), keep_graph, target, f_frozen);
@@ -354,7 +370,7 @@ void DeviceWorker::send(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
   const std::vector<at::Tensor> bundle =
       take({act ? Slot::kOutput : Slot::kInputGrad, a.stage, a.micro_batch, a.peer_stage});
-  shared_.transport->send(pack_bundle(bundle), device_, peer_device(a),
+  shared_.transport->send(pack_bundle(bundle), id_, peer_device(a),
                           transfer_tag(a, shared_.schedule->shape().num_stages));
 }
 
@@ -362,7 +378,7 @@ void DeviceWorker::recv(const Action& a) {
   const bool act = a.payload == Payload::kActivation;
   const int from = act ? a.peer_stage : a.stage, to = act ? a.stage : a.peer_stage;
   const std::vector<at::Tensor> like = edge_like(from, to);
-  at::Tensor t = shared_.transport->recv(peer_device(a), device_,
+  at::Tensor t = shared_.transport->recv(peer_device(a), id_,
                                          transfer_tag(a, shared_.schedule->shape().num_stages),
                                          packed_like(like));
   put({act ? Slot::kInput : Slot::kOutputGrad, a.stage, a.micro_batch, a.peer_stage},
@@ -379,7 +395,7 @@ void DeviceWorker::allreduce(const Action& a) {
   for (int r = 0; r < sh.replicas; ++r)
     devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage));
   const int64_t tag = (static_cast<int64_t>(a.step) * sh.num_stages + a.stage) * 4096 + a.bucket;
-  shared_.transport->allreduce_sum(grads, devices, device_, tag);
+  shared_.transport->allreduce_sum(grads, devices, id_, tag);
 }
 
 at::Tensor DeviceWorker::frozen_input(StageRuntime* st, int global_step, int micro) {
@@ -392,7 +408,9 @@ at::Tensor DeviceWorker::frozen_input(StageRuntime* st, int global_step, int mic
   if (it == frozen_out_.end()) {
     std::vector<at::Tensor> parts;
     for (int m = 0; m < M; ++m) parts.push_back(shared_.data->input(global_step, replica_, m));
-    const at::Tensor out = frozen_output(st, global_step, at::cat(parts, 0));
+    at::Tensor batch = at::cat(parts, 0);
+    if (device_.is_cuda()) batch = device_.from_host(batch);
+    const at::Tensor out = frozen_output(st, global_step, batch);
     it = frozen_out_.emplace(key, std::make_pair(out.split(parts[0].size(0), 0), 0)).first;
   }
   at::Tensor x = it->second.first[static_cast<size_t>(micro)].contiguous();

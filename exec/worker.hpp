@@ -4,8 +4,11 @@
 // recv, collective — is a thread that takes its actions in schedule order and starts one when
 // the Board says its dependencies are done. Compute actions call the device's StageRuntimes;
 // sends and receives call the Transport; all-reduces sum a stage's gradient bucket over its
-// replicas. Every action is timed with a steady clock and recorded with the weight version the
-// runtime actually used, in the Timeline format the simulator writes. Tensors pass between the
+// replicas. Each stream thread issues to its own lane of the schedule device's Device
+// (exec/device.hpp: on CPU the thread itself, on CUDA a stream of its own); every action is timed
+// between two marks of that lane (steady clock on CPU, CUDA events on GPU), waited for, and
+// recorded with the weight version the runtime actually used, in the Timeline format the
+// simulator writes. Tensors pass between the
 // device's streams through its Exchange. A first stage with frozen layers (F_frozen,
 // exec/stage.hpp) runs them once per step over the replica's whole batch, in the forward of the
 // step's first micro-batch, and feeds every micro-batch of the step from that output; with
@@ -32,6 +35,7 @@
 #include "core/timeline.hpp"
 #include "exec/board.hpp"
 #include "exec/data.hpp"
+#include "exec/device.hpp"
 #include "exec/fault.hpp"
 #include "exec/stage.hpp"
 #include "exec/stage_io.hpp"
@@ -68,7 +72,8 @@ struct WorkerShared {
   const StageGraph* graph = nullptr;
   // A tensor shaped like producer p's output for one micro-batch (p a model layer).
   std::function<at::Tensor(int producer)> value_like;
-  std::chrono::steady_clock::time_point t0;
+  // Per hosted schedule device, the mark of the common start (its device's clock zero).
+  std::map<int, const Mark*> t0;
   int threads_per_stage = 1;
   bool pin_threads = true;
   StartGate* gate = nullptr;
@@ -84,7 +89,9 @@ struct WorkerShared {
 
 class DeviceWorker {
  public:
-  DeviceWorker(int device, WorkerShared& shared, std::map<int, StageRuntime*> stages);
+  // `device`: the schedule device; `hardware`: what it runs on (exec/device.hpp).
+  DeviceWorker(int device, Device& hardware, WorkerShared& shared,
+               std::map<int, StageRuntime*> stages);
   ~DeviceWorker();
 
   void start();
@@ -111,10 +118,12 @@ class DeviceWorker {
   void put(Key key, std::vector<at::Tensor> bundle);
   std::vector<at::Tensor> take(Key key);
   std::vector<at::Tensor> edge_like(int from, int to) const;
-  double now() const;
+  // A tensor shaped like producer p's output for one micro-batch, on this device.
+  at::Tensor like(int producer) const;
   int peer_device(const Action& a) const;
 
-  int device_;
+  int id_;  // the schedule device
+  Device& device_;
   int replica_;
   WorkerShared& shared_;
   std::map<int, StageRuntime*> stages_;
