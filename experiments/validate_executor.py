@@ -8,7 +8,12 @@ of the measured steady window (metrics iteration_time_median_s). The profile is 
 vCPUs of a cloud VM change speed over minutes (we measured one vCPU 27% slower than the other for
 a while, then both alike), and the profile's core_slowdown captures the speeds of the moment.
 
+On a GPU (--device cuda, a build against a CUDA LibTorch): the profile is measured there with CUDA
+events, the plan is for --cluster (say h100-1gpu: the K stages are stream sets of one GPU), and the
+run places every stage on the GPU (exec/device.hpp).
+
 Usage: experiments/validate_executor.py [--pipetwin build/pipetwin] [--out DIR]
+       [--device cpu|cuda] [--cluster local-cpu-2]
 Writes DIR/validation.csv and DIR/validation.md and prints the table and the summary:
 the median and worst |error| over all runs. Exit status 0; 3 when the targets (median <= 5%,
 worst <= 10%) are missed, so a script can tell.
@@ -36,12 +41,12 @@ def one(args, tmp, model, schedule, M):
     plan = os.path.join(tmp, "plan.json")
     pred, meas = os.path.join(tmp, "sim.json"), os.path.join(tmp, "run.json")
     sh(args.pipetwin, "profile", "--model", model, "--micro-batch", str(b), "--repeats", str(args.repeats),
-       "-q", "-o", prof)
-    sh(args.pipetwin, "plan", "--model", model, "--profile", prof, "--cluster", "local-cpu-2", "-K", str(args.stages),
+       "--device", args.device, "-q", "-o", prof)
+    sh(args.pipetwin, "plan", "--model", model, "--profile", prof, "--cluster", args.cluster, "-K", str(args.stages),
        "--schedule", schedule, "-B", str(args.batch), "-M", str(M), "--partitioner", "balance-time",
        "--iterations", str(args.iterations), "-q", "-o", plan)
     sh(args.pipetwin, "simulate", "--plan", plan, "-q", "--metrics", pred)
-    sh(args.pipetwin, "run", "--plan", plan, "-q", "--metrics", meas)
+    sh(args.pipetwin, "run", "--plan", plan, "-q", "--metrics", meas, "--device", args.device)
     with open(prof) as f:
         slowdown = json.load(f).get("core_slowdown", [1.0])
     # Predicted: the steady-state step time. Measured: the median step of the steady window, as
@@ -64,6 +69,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default=os.path.join(here, "results"))
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:I: where to profile and run")
+    ap.add_argument("--cluster", default="local-cpu-2", help="the plan's cluster (catalog name)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
