@@ -165,7 +165,12 @@ INSTANTIATE_TEST_SUITE_P(Schedules, CudaEqualsCpu,
                          ::testing::Values(CudaCase{"gpipe", 2, 4, 1, Checkpoint::kNone},
                                            CudaCase{"gpipe", 3, 4, 1, Checkpoint::kExceptLast},
                                            CudaCase{"1f1b", 2, 4, 1, Checkpoint::kNone},
-                                           CudaCase{"gpipe", 2, 2, 2, Checkpoint::kNone}));
+                                           CudaCase{"gpipe", 2, 2, 2, Checkpoint::kNone}),
+                         [](const ::testing::TestParamInfo<CudaCase>& i) {
+                           return fmt::format("{}_K{}_M{}_dp{}_checkpoint{}", i.param.schedule,
+                                              i.param.stages, i.param.chunks, i.param.dp,
+                                              static_cast<int>(i.param.checkpoint));
+                         });
 
 TEST(CudaProfile, TimesEveryLayerOnTheGpu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";
