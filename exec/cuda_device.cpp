@@ -10,7 +10,6 @@
 #include "exec/cuda_device.hpp"
 
 #include <array>
-#include <mutex>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>

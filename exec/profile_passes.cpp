@@ -26,12 +26,8 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
                                const ProfileOptions& o, Device& device)
     : model_(model),
       device_(device),
-      input_(model.synthetic_input(micro_batch, o.seed)),
-      target_(model.synthetic_target(micro_batch, o.seed)) {
-  if (device_.is_cuda()) {
-    input_ = device_.from_host(input_);
-    target_ = device_.from_host(target_);
-  }
+      input_(model.synthetic_input(micro_batch, o.seed).to(device.torch_device())),
+      target_(model.synthetic_target(micro_batch, o.seed).to(device.torch_device())) {
   for (auto& layer : model_.layers) {
     optimizers_.emplace_back(o.optimizer);  // one per layer: its state is per parameter list
     std::vector<at::Tensor> out;

@@ -138,12 +138,10 @@ void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b
     if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = optimizer_s[l];
   }
   if (b != o.micro_batches.back()) return;
-  const auto on_device = [&](const at::Tensor& t) {
-    return device.is_cuda() ? device.from_host(t) : t;
-  };
+  const c10::Device where = device.torch_device();  // .to(where) copies nothing on the CPU
   std::map<int, at::Tensor> values{
-      {models::LayeredModel::kModelInput, on_device(model.synthetic_input(b, o.seed))}};
-  const at::Tensor target = on_device(model.synthetic_target(b, o.seed));
+      {models::LayeredModel::kModelInput, model.synthetic_input(b, o.seed).to(where)}};
+  const at::Tensor target = model.synthetic_target(b, o.seed).to(where);
   for (size_t l = 0; l < n; ++l) {
     const int from = model.layers[l].skip_from;
     const MemoryMeasure m = measure_memory(device, model, l, values.at(static_cast<int>(l) - 1),

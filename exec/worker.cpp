@@ -408,8 +408,7 @@ at::Tensor DeviceWorker::frozen_input(StageRuntime* st, int global_step, int mic
   if (it == frozen_out_.end()) {
     std::vector<at::Tensor> parts;
     for (int m = 0; m < M; ++m) parts.push_back(shared_.data->input(global_step, replica_, m));
-    at::Tensor batch = at::cat(parts, 0);
-    if (device_.is_cuda()) batch = device_.from_host(batch);
+    const at::Tensor batch = at::cat(parts, 0).to(device_.torch_device());  // none on CPU
     const at::Tensor out = frozen_output(st, global_step, batch);
     it = frozen_out_.emplace(key, std::make_pair(out.split(parts[0].size(0), 0), 0)).first;
   }
