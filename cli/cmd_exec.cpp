@@ -55,6 +55,12 @@ int relaunch_local(int nproc, int master_port) {
 
 LocalJobResult relaunch_local_job(int nproc, int master_port,
                                   const std::vector<std::string>& extra) {
+  if (!exec::built_with_gloo()) {
+    throw InputError(
+        fmt::format("--nproc {}: this pipetwin was built without Gloo, so it runs in "
+                    "one process only",
+                    nproc));
+  }
   std::vector<std::string> args = args_without_nproc(g_argc, g_argv);
   args.insert(args.end(), extra.begin(), extra.end());
   const exec::LocalJob job = exec::run_local_job(nproc, args, master_port, std::chrono::seconds(5));

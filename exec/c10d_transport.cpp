@@ -76,7 +76,7 @@ void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::v
     std::sort(key.begin(), key.end());
     auto it = groups_.find(key);
     if (it == groups_.end()) throw std::logic_error("C10dTransport: all-reduce group not prepared");
-    c10d::ProcessGroup* group = it->second;
+    CommGroup* group = it->second;
     std::vector<at::Tensor> flat{at::cat(
         [&] {
           std::vector<at::Tensor> parts;

@@ -44,7 +44,7 @@ class C10dTransport : public Transport {
   std::vector<int> device_rank_;
   AbortSignal& abort_;
   InProcessTransport local_;
-  std::map<std::vector<int>, c10d::ProcessGroup*> groups_;  // by sorted device set
+  std::map<std::vector<int>, CommGroup*> groups_;  // by sorted device set
 };
 
 // The c10d tag of a message: c10d tags are 32-bit; throws if `tag` does not fit.

@@ -41,8 +41,22 @@ DistributedEnv DistributedEnv::from_environment() {
   return e;
 }
 
+bool built_with_gloo() {
+#ifdef USE_C10D_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
 Distributed::Distributed(const DistributedEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout) {
+  if (!built_with_gloo()) {
+    throw InputError(fmt::format(
+        "rank {}: this pipetwin was built without Gloo (LibTorch's ProcessGroupGloo.hpp did not "
+        "compile against the gloo headers at configure time); run in one process",
+        env.rank));
+  }
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(env.master_port);
   o.isServer = env.rank == 0;
@@ -58,8 +72,12 @@ Distributed::Distributed(const DistributedEnv& env, std::chrono::milliseconds ti
   world_ = make_group("world", env.rank, env.world_size);
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> Distributed::make_group(const std::string& prefix, int rank,
-                                                               int size) {
+c10::intrusive_ptr<CommGroup> Distributed::make_group(const std::string& prefix, int rank,
+                                                      int size) {
+#ifndef USE_C10D_GLOO
+  (void)prefix, (void)rank, (void)size;
+  throw std::logic_error("Distributed::make_group: built without Gloo");
+#else
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
   // As torch.distributed does: GLOO_SOCKET_IFNAME picks the interface; a loopback rendezvous
   // stays on loopback; otherwise the interface the host name resolves to.
@@ -72,9 +90,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> Distributed::make_group(const std::string
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+#endif
 }
 
-c10d::ProcessGroup& Distributed::group(const std::vector<int>& ranks, const std::string& name) {
+CommGroup& Distributed::group(const std::vector<int>& ranks, const std::string& name) {
   auto it = groups_.find(name);
   if (it != groups_.end()) return *it->second;
   const auto pos = std::find(ranks.begin(), ranks.end(), env_.rank);

@@ -17,10 +17,16 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "models/torch_compat.hpp"
+#include PIPETWIN_C10D_GROUP_HEADER
+
 namespace pipetwin::exec {
+
+// What collectives and point-to-point messages go through: the Gloo process group of LibTorch
+// 1.13, the Gloo backend of 2.x (models/torch_compat.hpp).
+using CommGroup = PIPETWIN_C10D_GROUP;
 
 struct DistributedEnv {
   int rank = 0;
@@ -35,32 +41,38 @@ struct DistributedEnv {
   bool distributed() const { return world_size > 1; }
 };
 
+// Whether this build has c10d's Gloo process group (exec/CMakeLists.txt): without it a
+// Distributed cannot be built, and the CLI refuses --nproc and WORLD_SIZE > 1.
+bool built_with_gloo();
+
 class Distributed {
  public:
+  // Connects to the rendezvous and joins the world group; throws an InputError in a build
+  // without Gloo.
   Distributed(const DistributedEnv& env, std::chrono::milliseconds timeout);
 
   const DistributedEnv& env() const { return env_; }
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
-  c10d::ProcessGroup& world() { return *world_; }
+  CommGroup& world() { return *world_; }
   c10d::Store& store() { return *store_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // The process group `name` over `ranks` (sorted, containing this rank), created on first use;
   // every rank in `ranks` must ask for it in the same order. `name` identifies the group (two
   // groups may span the same ranks) and keys its part of the store.
-  c10d::ProcessGroup& group(const std::vector<int>& ranks, const std::string& name);
+  CommGroup& group(const std::vector<int>& ranks, const std::string& name);
   // Blocks until every rank arrives (or the timeout passes).
   void barrier();
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> make_group(const std::string& prefix, int rank, int size);
+  c10::intrusive_ptr<CommGroup> make_group(const std::string& prefix, int rank, int size);
 
   DistributedEnv env_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> world_;
-  std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // by name
+  c10::intrusive_ptr<CommGroup> world_;
+  std::map<std::string, c10::intrusive_ptr<CommGroup>> groups_;  // by name
 };
 
 }  // namespace pipetwin::exec

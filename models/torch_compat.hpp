@@ -2,7 +2,7 @@
 // exec/ alike).
 //
 // Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else uses
-// the stable C++ API that both provide. Two differences:
+// the stable C++ API that both provide. Three differences:
 //
 // Allocator (exec/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier in 2.3,
 // and copy_data became pure virtual.
@@ -12,6 +12,12 @@
 // fused_attention() may be called; models/layers.cpp otherwise computes the textbook softmax(Q K^T
 // / sqrt(d)) V, and always does so while attention dropout is active (the fused kernel would draw
 // its mask from the global generator, which layers.hpp "Dropout" forbids).
+//
+// c10d (exec/distributed.hpp): in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup; from 2.0
+// it derives from c10d::Backend, and ProcessGroup became a front that dispatches to one backend
+// per device type (and wants them registered). pipetwin talks to the Gloo object itself either
+// way — send, recv, broadcast, allreduce and barrier have the same signatures on both classes —
+// as PIPETWIN_C10D_GROUP, declared by the header PIPETWIN_C10D_GROUP_HEADER names.
 //
 // Thread-safety: constants and a pure function.
 #pragma once
@@ -25,6 +31,14 @@
 #else
 #define PIPETWIN_ALLOCATOR_CONST const
 #define PIPETWIN_ALLOCATOR_HAS_COPY_DATA 0
+#endif
+
+#if TORCH_VERSION_MAJOR >= 2
+#define PIPETWIN_C10D_GROUP_HEADER <torch/csrc/distributed/c10d/Backend.hpp>
+#define PIPETWIN_C10D_GROUP ::c10d::Backend
+#else
+#define PIPETWIN_C10D_GROUP_HEADER <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define PIPETWIN_C10D_GROUP ::c10d::ProcessGroup
 #endif
 
 namespace pipetwin::models {
