@@ -23,6 +23,14 @@ std::vector<double> step_durations(const Metrics& m) {
   return d;
 }
 
+// The median of `v` (the mean of the middle two for an even count); 0 for none.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void headline(Comparison& c, int skip_first) {
   std::vector<double> errors;
   for (size_t i = static_cast<size_t>(std::max(0, skip_first)); i < c.iterations.size(); ++i) {
@@ -33,10 +41,7 @@ void headline(Comparison& c, int skip_first) {
       c.worst_iteration = static_cast<int>(i);
     }
   }
-  if (errors.empty()) return;
-  std::sort(errors.begin(), errors.end());
-  const size_t n = errors.size();
-  c.median_abs_iteration_error = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  c.median_abs_iteration_error = median_of(std::move(errors));
 }
 
 }  // namespace
@@ -68,24 +73,26 @@ Comparison compare_timelines(const Timeline& predicted, const Timeline& measured
   const Metrics p = compute_metrics(predicted, num_stages, async, samples_per_step);
   const Metrics m = compute_metrics(measured, num_stages, async, samples_per_step);
   Comparison c = compare_metrics(p, m, skip_first);
-  // Mean duration per (stage, action kind), over the same steps as the headline.
+  // Median duration per (stage, action kind), over the same steps as the headline: a real run's
+  // first steps past the skipped one can still carry warm-up (allocator growth, first-touch page
+  // faults, tens of ms on a 3 ms action), and the median keeps such outliers out as the headline's
+  // median step does.
   using Key = std::pair<int, std::string>;
-  auto means = [&](const Timeline& t) {
-    std::map<Key, std::pair<double, int>> acc;
+  auto medians = [&](const Timeline& t) {
+    std::map<Key, std::vector<double>> acc;
     for (const auto& e : t.events) {
       if (e.action.step < skip_first) continue;
-      auto& [sum, n] = acc[{e.action.stage, op_name(e.action.op)}];
-      sum += e.duration();
-      ++n;
+      acc[{e.action.stage, op_name(e.action.op)}].push_back(e.duration());
     }
-    return acc;
+    std::map<Key, double> out;
+    for (auto& [key, d] : acc) out[key] = median_of(d);
+    return out;
   };
-  const auto mp = means(predicted), mm = means(measured);
+  const auto mp = medians(predicted), mm = medians(measured);
   for (const auto& [key, v] : mp) {
     auto it = mm.find(key);
     if (it == mm.end()) continue;
-    c.actions.push_back({fmt::format("stage {} {}", key.first, key.second), v.first / v.second,
-                         it->second.first / it->second.second, "s"});
+    c.actions.push_back({fmt::format("stage {} {}", key.first, key.second), v, it->second, "s"});
   }
   return c;
 }

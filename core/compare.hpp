@@ -2,7 +2,7 @@
 //
 // Compares two timelines (or two metrics files) of the same plan: the time of every iteration
 // (between consecutive optimizer-step ends), the steady-state iteration time, throughput, bubble
-// fraction, per-device utilization and peak memory, and, from timelines, the mean duration of
+// fraction, per-device utilization and peak memory, and, from timelines, the median duration of
 // each action kind on each stage. Relative errors are (predicted - measured) / measured; the
 // headline is the median and the worst |error| over the iterations.
 //
@@ -28,7 +28,7 @@ struct CompareRow {
 struct Comparison {
   std::vector<CompareRow> iterations;  // one per step
   std::vector<CompareRow> summary;     // iteration time, throughput, bubble, devices
-  std::vector<CompareRow> actions;     // mean duration per (stage, action kind); timelines only
+  std::vector<CompareRow> actions;     // median duration per (stage, action kind); timelines only
   double median_abs_iteration_error = 0;
   double worst_abs_iteration_error = 0;
   int worst_iteration = -1;

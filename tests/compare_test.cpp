@@ -1,0 +1,135 @@
+// core/compare: prediction next to measurement (what `pipetwin compare` prints).
+#include "core/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/sim_test_util.hpp"
+
+namespace pipetwin {
+namespace {
+
+constexpr int kStages = 2;
+
+// A simulated GPipe timeline: 2 stages, M = 4, 6 iterations.
+Timeline predicted_timeline() {
+  testing::PlanSpec s;
+  s.stages = kStages;
+  s.chunks = 4;
+  return testing::simulate(s, 6).timeline;
+}
+
+// `t` with every time multiplied by `factor`: a run uniformly slower (factor > 1) than predicted.
+Timeline scaled(Timeline t, double factor) {
+  for (auto& e : t.events) {
+    e.start_s *= factor;
+    e.end_s *= factor;
+  }
+  t.source = "measured";
+  return t;
+}
+
+Comparison compare(const Timeline& p, const Timeline& m, int skip = 1) {
+  return compare_timelines(p, m, kStages, /*async=*/false, /*samples_per_step=*/4, skip);
+}
+
+const CompareRow& row(const std::vector<CompareRow>& rows, const std::string& quantity) {
+  for (const auto& r : rows) {
+    if (r.quantity == quantity) return r;
+  }
+  throw std::runtime_error("no row " + quantity);
+}
+
+TEST(Compare, IdenticalTimelinesHaveNoError) {
+  const Timeline t = predicted_timeline();
+  const Comparison c = compare(t, t);
+  ASSERT_EQ(c.iterations.size(), 6u);
+  EXPECT_EQ(c.median_abs_iteration_error, 0);
+  EXPECT_EQ(c.worst_abs_iteration_error, 0);
+  EXPECT_FALSE(c.actions.empty());
+  for (const auto& r : c.actions) EXPECT_EQ(r.error(), 0) << r.quantity;
+}
+
+TEST(Compare, UniformlySlowerRunGivesTheClosedFormError) {
+  // predicted / measured - 1 = 1 / 1.1 - 1 on every iteration, every action, and throughput
+  // inverted.
+  const Timeline p = predicted_timeline();
+  const Comparison c = compare(p, scaled(p, 1.1));
+  const double e = 1 / 1.1 - 1;
+  EXPECT_NEAR(c.median_abs_iteration_error, -e, 1e-12);
+  EXPECT_NEAR(c.worst_abs_iteration_error, -e, 1e-12);
+  for (const auto& r : c.iterations) EXPECT_NEAR(r.error(), e, 1e-12) << r.quantity;
+  for (const auto& r : c.actions) {
+    if (r.predicted > 0) {  // sends are free on the ideal cluster
+      EXPECT_NEAR(r.error(), e, 1e-12) << r.quantity;
+    }
+  }
+  EXPECT_NEAR(row(c.actions, "stage 0 forward").error(), e, 1e-12);
+  EXPECT_NEAR(row(c.summary, "iteration time (steady)").error(), e, 1e-12);
+  EXPECT_NEAR(row(c.summary, "throughput").error(), 0.1, 1e-12);
+  EXPECT_NEAR(row(c.summary, "bubble fraction").error(), 0, 1e-12);
+}
+
+TEST(Compare, WarmUpIterationIsLeftOutOfTheHeadline) {
+  // A measured first iteration twice as long (every event of step 0 stretched, later ones
+  // shifted): the headline skips it, but it stays in the per-iteration table.
+  const Timeline p = predicted_timeline();
+  Timeline m = p;
+  double step0_end = 0;
+  for (const auto& e : p.events) {
+    if (e.action.step == 0) step0_end = std::max(step0_end, e.end_s);
+  }
+  for (auto& e : m.events) {
+    if (e.action.step == 0) {
+      e.start_s *= 2;
+      e.end_s *= 2;
+    } else {
+      e.start_s += step0_end;
+      e.end_s += step0_end;
+    }
+  }
+  const Comparison c = compare(p, m);
+  EXPECT_NEAR(c.iterations[0].error(), -0.5, 1e-9);
+  EXPECT_NEAR(c.median_abs_iteration_error, 0, 1e-9);
+  EXPECT_NEAR(c.worst_abs_iteration_error, 0, 1e-9);
+  const Comparison all = compare(p, m, /*skip=*/0);
+  EXPECT_NEAR(all.worst_abs_iteration_error, 0.5, 1e-9);
+  EXPECT_EQ(all.worst_iteration, 0);
+}
+
+TEST(Compare, ActionTableIsTheMedianSoOneStallDoesNotMoveIt) {
+  // One forward of stage 0 in step 3 stalls for 10x its length (a host stall): the median of
+  // that stage's forwards over steps 1..5 stays the predicted one.
+  const Timeline p = predicted_timeline();
+  Timeline m = p;
+  for (auto& e : m.events) {
+    if (e.action.step == 3 && e.action.stage == 0 && e.action.op == Op::kForward) {
+      e.end_s = e.start_s + 10 * e.duration();
+      break;
+    }
+  }
+  const Comparison c = compare(p, m);
+  EXPECT_EQ(row(c.actions, "stage 0 forward").error(), 0);
+  EXPECT_EQ(row(c.actions, "stage 1 backward").error(), 0);
+}
+
+TEST(Compare, RenderedTableNamesTheHeadline) {
+  const Timeline p = predicted_timeline();
+  const std::string out = render_comparison(compare(p, scaled(p, 1.1)));
+  EXPECT_NE(out.find("iteration time (steady)"), std::string::npos);
+  EXPECT_NE(out.find("stage 1 backward"), std::string::npos);
+  EXPECT_NE(out.find("-9.1%"), std::string::npos);
+  EXPECT_NE(out.find("iteration-time error: median 9.1%, worst 9.1%"), std::string::npos);
+}
+
+TEST(Compare, MetricsAloneCompareIterationsButNoActions) {
+  const Timeline p = predicted_timeline();
+  const Metrics mp = compute_metrics(p, kStages, false, 4);
+  const Metrics mm = compute_metrics(scaled(p, 1.25), kStages, false, 4);
+  const Comparison c = compare_metrics(mp, mm);
+  EXPECT_TRUE(c.actions.empty());
+  EXPECT_NEAR(c.median_abs_iteration_error, 0.2, 1e-12);
+  EXPECT_NEAR(row(c.summary, "iteration time (median step)").error(), -0.2, 1e-12);
+}
+
+}  // namespace
+}  // namespace pipetwin
