@@ -168,7 +168,10 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
   // to the decoder's stage): they arrive as one bundle with the last layer's, which the stage
   // holds until its backward ends (exec/stage_io.hpp); the last layer's own is counted below.
   if (!order.empty()) {
-    std::set<std::pair<int, int>> sent;  // (producer, reader): per edge, as stage edges count
+    // Per (producer, reader layer): an upper bound. Readers of one producer on one stage send
+    // back one gradient (stage edges carry a tensor once, model_graph.hpp), but while a
+    // partitioner prices a stage, which stage each later reader will land on is not known.
+    std::set<std::pair<int, int>> sent;
     for (int l : order) {
       if (l == order.front() || frozen(l)) continue;
       for (const auto& e : graph_.out_edges(l)) {
@@ -217,21 +220,19 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
 }
 
 std::vector<StageEdge> CostModel::stage_edges(const std::vector<int>& stage_of_layer) const {
-  std::map<std::pair<int, int>, double> bytes;
   for (const auto& e : graph_.edges()) {
     const int a = stage_of_layer[static_cast<size_t>(e.from)];
     const int b = stage_of_layer[static_cast<size_t>(e.to)];
-    if (a == b) continue;
     if (a > b) {
       throw InputError(
           fmt::format("partition: edge from layer {} (stage {}) to layer {} (stage {}) "
                       "runs backwards; stages must follow the model's data flow",
                       e.from, a, e.to, b));
     }
-    bytes[{a, b}] += e.bytes_per_sample;
   }
   std::vector<StageEdge> out;
-  for (const auto& [key, value] : bytes) out.push_back({key.first, key.second, value});
+  for (const auto& [key, value] : graph_.stage_edge_bytes(stage_of_layer))
+    out.push_back({key.first, key.second, value});
   return out;
 }
 

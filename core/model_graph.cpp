@@ -20,8 +20,8 @@ ModelGraph ModelGraph::from_profile(const Profile& profile, const std::string& o
       throw InputError(fmt::format("{}: edges[{}]: layer index out of range", origin, i));
     }
     if (!std::isfinite(e.bytes_per_sample) || e.bytes_per_sample < 0) {
-      throw InputError(fmt::format("{}: edges[{}].bytes_per_sample: unknown or negative size",
-                                   origin, i));
+      throw InputError(
+          fmt::format("{}: edges[{}].bytes_per_sample: unknown or negative size", origin, i));
     }
     boost::add_edge(static_cast<size_t>(e.from), static_cast<size_t>(e.to),
                     Tensor{e.bytes_per_sample}, g.graph_);
@@ -32,7 +32,8 @@ ModelGraph ModelGraph::from_profile(const Profile& profile, const std::string& o
   const int n = g.num_layers();
   std::vector<int> indegree(static_cast<size_t>(n), 0);
   for (int v = 0; v < n; ++v) {
-    indegree[static_cast<size_t>(v)] = static_cast<int>(boost::in_degree(static_cast<size_t>(v), g.graph_));
+    indegree[static_cast<size_t>(v)] =
+        static_cast<int>(boost::in_degree(static_cast<size_t>(v), g.graph_));
   }
   std::priority_queue<int, std::vector<int>, std::greater<>> ready;
   for (int v = 0; v < n; ++v) {
@@ -81,8 +82,8 @@ std::vector<ModelGraph::Edge> ModelGraph::edges() const {
 std::vector<ModelGraph::Edge> ModelGraph::in_edges(int layer) const {
   std::vector<Edge> out;
   for (auto [it, end] = boost::in_edges(static_cast<size_t>(layer), graph_); it != end; ++it) {
-    out.push_back({static_cast<int>(boost::source(*it, graph_)), layer,
-                   graph_[*it].bytes_per_sample});
+    out.push_back(
+        {static_cast<int>(boost::source(*it, graph_)), layer, graph_[*it].bytes_per_sample});
   }
   return out;
 }
@@ -90,9 +91,25 @@ std::vector<ModelGraph::Edge> ModelGraph::in_edges(int layer) const {
 std::vector<ModelGraph::Edge> ModelGraph::out_edges(int layer) const {
   std::vector<Edge> out;
   for (auto [it, end] = boost::out_edges(static_cast<size_t>(layer), graph_); it != end; ++it) {
-    out.push_back({layer, static_cast<int>(boost::target(*it, graph_)),
-                   graph_[*it].bytes_per_sample});
+    out.push_back(
+        {layer, static_cast<int>(boost::target(*it, graph_)), graph_[*it].bytes_per_sample});
   }
+  return out;
+}
+
+std::map<std::pair<int, int>, double> ModelGraph::stage_edge_bytes(
+    const std::vector<int>& stage_of) const {
+  std::map<std::pair<int, int>, double> tensor;  // (producer, reading stage) -> bytes
+  for (const auto& e : edges()) {
+    const int a = stage_of.at(static_cast<size_t>(e.from)),
+              b = stage_of.at(static_cast<size_t>(e.to));
+    if (a == b) continue;
+    double& bytes = tensor[{e.from, b}];
+    bytes = std::max(bytes, e.bytes_per_sample);
+  }
+  std::map<std::pair<int, int>, double> out;
+  for (const auto& [key, bytes] : tensor)
+    out[{stage_of.at(static_cast<size_t>(key.first)), key.second}] += bytes;
   return out;
 }
 

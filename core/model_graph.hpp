@@ -3,13 +3,17 @@
 // Vertices are layers (profile order), edges are the tensors flowing between them with their
 // size per sample; a skip connection is simply an edge between non-adjacent layers (torchgpipe
 // Section 3.3). Partitioners and the schedule's transfer sizes read the graph: the bytes a stage
-// sends to another stage are the sum over edges that cross from one to the other, and a tensor
-// that skips stages travels once, straight from producer to consumer (torchgpipe's portals).
+// sends to another stage are the sum over the tensors that cross from one to the other — a
+// layer's output travels once to each stage that reads it, however many of that stage's layers
+// read it (exec/stage_io.hpp) — and a tensor that skips stages travels once, straight from
+// producer to consumer (torchgpipe's portals).
 //
 // Thread-safety: immutable after construction; concurrent reads are safe.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -27,7 +31,8 @@ class ModelGraph {
   struct Tensor {
     double bytes_per_sample = 0;
   };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Layer, Tensor>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Layer, Tensor>;
 
   // Builds and validates the graph of a profile; `origin` names the file in errors. A cycle is an
   // InputError naming a layer on it (the lowest one).
@@ -49,6 +54,12 @@ class ModelGraph {
   std::vector<Edge> edges() const;
   std::vector<Edge> in_edges(int layer) const;
   std::vector<Edge> out_edges(int layer) const;
+
+  // Bytes per sample on each stage edge (from, to), from != to, given the stage of every layer:
+  // per producer and reading stage, its output once. Edges of one producer name one tensor (every
+  // zoo model, every profile pipetwin writes); should a hand-written profile give them different
+  // sizes, the largest is taken.
+  std::map<std::pair<int, int>, double> stage_edge_bytes(const std::vector<int>& stage_of) const;
 
  private:
   Graph graph_;

@@ -284,6 +284,28 @@ TEST(StageEdges, SumEdgesCrossingBetweenTwoStages) {
   EXPECT_TRUE(cm.stage_edges({0, 0, 0, 0}).empty());
 }
 
+TEST(StageEdges, AProducerReadByTwoLayersOfOneStageTravelsOnce) {
+  // Layer 0's output is read by layers 1 and 2, both on stage 1: the executor sends it once
+  // (exec/stage_io.hpp), so the edge carries it once, not 100 + 50. This fixture gives the two
+  // edges of layer 0 different sizes; the larger counts.
+  const CostModel cm(four_layers(), cluster());
+  const auto one = cm.stage_edges({0, 1, 1, 1});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].bytes_per_sample, 100);
+  // A ResNet-style block input, read by the block's first layer and by its residual add, both on
+  // the next stage: once.
+  Profile p = four_layers();
+  p.edges = {{0, 1, 64}, {1, 2, 64}, {0, 2, 64}, {2, 3, 64}};
+  const auto block = CostModel(p, cluster()).stage_edges({0, 1, 1, 1});
+  ASSERT_EQ(block.size(), 1u);
+  EXPECT_EQ(block[0].bytes_per_sample, 64);
+  // Readers on two different stages: once to each.
+  const auto apart = CostModel(p, cluster()).stage_edges({0, 1, 2, 2});
+  ASSERT_EQ(apart.size(), 3u);
+  EXPECT_EQ(apart[0].bytes_per_sample + apart[1].bytes_per_sample + apart[2].bytes_per_sample,
+            3 * 64);
+}
+
 TEST(StageEdges, RejectBackwardEdges) {
   const CostModel cm(four_layers(), cluster());
   EXPECT_EQ(input_error([&] {

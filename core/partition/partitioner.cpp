@@ -126,16 +126,6 @@ std::vector<int> stage_of_layers(int num_layers, const Partition& p) {
   return of;
 }
 
-// Bytes per sample between stages (both different), summed over model edges.
-std::map<std::pair<int, int>, double> stage_bytes(const ModelGraph& g, const std::vector<int>& of) {
-  std::map<std::pair<int, int>, double> out;
-  for (const auto& e : g.edges()) {
-    const int a = of[static_cast<size_t>(e.from)], b = of[static_cast<size_t>(e.to)];
-    if (a != b) out[{a, b}] += e.bytes_per_sample;
-  }
-  return out;
-}
-
 }  // namespace
 
 double bottleneck_time(const PartitionRequest& r, const Partition& p) {
@@ -151,7 +141,7 @@ double bottleneck_time(const PartitionRequest& r, const Partition& p) {
     }
   }
   const auto of = stage_of_layers(cm.num_layers(), p);
-  for (const auto& [key, bytes] : stage_bytes(cm.graph(), of)) {
+  for (const auto& [key, bytes] : cm.graph().stage_edge_bytes(of)) {
     const int da = p.device_of(key.first), db = p.device_of(key.second);
     if (da == db) continue;
     const double t = cm.transfer_s(bytes * r.micro_batch, da, db);
