@@ -12,14 +12,24 @@ shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(pipetwin exec_tests)
 prefix=/tmp/pipetwin-deps
-mkdir -p "$prefix"
-for f in .gpu-debs/*.deb; do dpkg -x "$f" "$prefix"; done
+# gloo's headers go apart: LibTorch's ProcessGroupGloo.hpp must see the wheel's own gloo where the
+# wheel bundles one, and Debian's (2022) only where it does not, so they are searched last
+# (-idirafter), never through the prefix's include folder that the other packages' CMake files add.
+gloo=/tmp/pipetwin-gloo
+mkdir -p "$prefix" "$gloo"
+for f in .gpu-debs/*.deb; do
+  case "$f" in
+    */libgloo-dev_*) dpkg -x "$f" "$gloo" ;;
+    *) dpkg -x "$f" "$prefix" ;;
+  esac
+done
 torch_cmake=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 echo "LibTorch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)')"
-# The prefix's headers come after the wheel's (its c10d headers name their own gloo first).
+# fmt header-only: a TU that sees a newer fmt the wheel bundles (LibTorch's headers come first,
+# cmake/torch.cmake) needs nothing from Debian's libfmt9 at link time.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" \
-  -DCMAKE_CXX_FLAGS="-idirafter $prefix/usr/include" \
+  -DCMAKE_CXX_FLAGS="-idirafter $gloo/usr/include -DFMT_HEADER_ONLY=1" \
   -DPIPETWIN_WITH_TORCH=ON -DPIPETWIN_BUILD_BENCH=OFF
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"

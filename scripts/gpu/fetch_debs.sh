@@ -5,7 +5,9 @@
 # scripts/gpu/build.sh. About 13 MB. Run here, on Debian 12, from anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-grep -qxF '/.gpu-debs/' .git/info/exclude 2>/dev/null || echo '/.gpu-debs/' >>.git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF '/.gpu-debs/' "$exclude" 2>/dev/null || echo '/.gpu-debs/' >>"$exclude"
 mkdir -p .gpu-debs
 cd .gpu-debs
 apt-get download \
