@@ -13,14 +13,13 @@ Usage: experiments/memory_validation.py [--pipetwin build/pipetwin] [--out DIR]
 Prints the table and writes DIR/memory_validation.csv. Exit status 0; 3 when some device's
 |predicted - measured| / measured exceeds 10% (the issue's bound), so a script can tell.
 """
-import argparse
 import csv
 import json
 import os
 import sys
 import tempfile
 
-from runcmd import sh
+from runcmd import arg_parser, sh
 
 MODELS = [("mlp", 64), ("vit:tiny", 4), ("bert:tiny", 2), ("unet:B=2,C=4,image=32", 4)]
 # (schedule, M, checkpoint mode); "G" is GPipe's larger M: 8, but 4 on the mlp and the U-Net,
@@ -57,9 +56,8 @@ def one(args, tmp, model, b, profile, schedule, M, checkpoint):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arg_parser(__doc__)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pipetwin", default=os.path.join(here, "..", "build", "pipetwin"))
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(here, "results"))
     args = ap.parse_args()

@@ -16,13 +16,12 @@ optimizer state, measured by the executor's counting allocator and predicted by 
 Usage: experiments/pipeline_speedup.py [--pipetwin build/pipetwin] [--out DIR]
 Writes DIR/speedup.md and prints it.
 """
-import argparse
 import json
 import os
 import sys
 import tempfile
 
-from runcmd import sh
+from runcmd import arg_parser, sh
 
 
 def load(path):
@@ -97,9 +96,8 @@ def mib(x):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arg_parser(__doc__)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pipetwin", default=os.path.join(here, "..", "build", "pipetwin"))
     ap.add_argument("--models", default="uniform:layers=8,fwd_ms=2,bwd_ms=4,act_kb=64,param_kb=64;vit:tiny",
                     help="models separated by ';' (a uniform: spec contains commas)")
     ap.add_argument("--memory-model", default="vit:tiny")

@@ -1,8 +1,19 @@
-"""One command of an experiment script: run it, return its standard output, or end the script
-with the command and its error output (shared by the scripts of experiments/)."""
+"""What the scripts of experiments/ share: their common command line, and one command of a script:
+run it, return its standard output, or end the script with the command and its error output."""
+import argparse
 import os
 import subprocess
 import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def arg_parser(doc):
+    """The scripts' common command line: the description is the first line of `doc`, and
+    --pipetwin names the binary (default: build/pipetwin of this checkout)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--pipetwin", default=os.path.join(HERE, "..", "build", "pipetwin"))
+    return ap
 
 
 def sh(*args):

@@ -18,7 +18,6 @@ Writes DIR/validation.csv and DIR/validation.md and prints the table and the sum
 the median and worst |error| over all runs. Exit status 0; 3 when the targets (median <= 5%,
 worst <= 10%) are missed, so a script can tell.
 """
-import argparse
 import csv
 import json
 import os
@@ -26,7 +25,7 @@ import statistics
 import sys
 import tempfile
 
-from runcmd import sh
+from runcmd import arg_parser, sh
 
 
 def iteration_time(path, key):
@@ -58,9 +57,8 @@ def one(args, tmp, model, schedule, M):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arg_parser(__doc__)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--pipetwin", default=os.path.join(here, "..", "build", "pipetwin"))
     ap.add_argument("--models", default="vit:tiny,bert:tiny")
     ap.add_argument("--schedules", default="gpipe,1f1b,pipedream")
     ap.add_argument("--chunks", default="1,4,8")
