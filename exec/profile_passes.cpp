@@ -98,9 +98,13 @@ CoRunner::CoRunner(const models::LayeredModel& model, int micro_batch, const Pro
 void CoRunner::loop(int micro_batch, ProfileOptions o, int device) {
   MemoryTracker::ScopedDevice attribute(device);
   configure_compute_thread(o.threads, 1, true);
-  const std::unique_ptr<Device> cpu = make_device("cpu", device);
-  SequenceRunner runner(model_, micro_batch, o, *cpu);
+  // The profiler's device kind: another CPU core, or other streams of the same GPU (a CudaDevice
+  // of its own takes its own streams from LibTorch's pool); the model copy is already there.
+  const std::unique_ptr<Device> dev = make_device(o.torch_device, device);
+  dev->bind(0);
+  SequenceRunner runner(model_, micro_batch, o, *dev);
   runner.pass(nullptr);  // warm-up
+  dev->synchronize();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -111,7 +115,12 @@ void CoRunner::loop(int micro_batch, ProfileOptions o, int device) {
       busy_ = true;
       cv_.notify_all();
     }
-    while (want_.load()) runner.pass(nullptr, &want_);
+    // A GPU pass is waited for before the next (and before reporting a pause), so the co-runner
+    // never queues more than one pass nor leaves kernels running once paused; a no-op on a CPU.
+    while (want_.load()) {
+      runner.pass(nullptr, &want_);
+      dev->synchronize();
+    }
   }
 }
 

@@ -250,8 +250,9 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
   MemoryTracker::install();
   tune_malloc();
   const std::unique_ptr<Device> device = make_device(o.torch_device, kProfileDevice);
-  // Contention and core slow-down are properties of CPU cores shared by stages.
-  const bool contention = o.contention && o.pin && usable_cores() >= 2 && !device->is_cuda();
+  // Contention: of CPU cores shared by stages, or of stream sets sharing one GPU (profiler.hpp);
+  // core slow-down: of CPU cores only.
+  const bool contention = o.contention && (device->is_cuda() || (o.pin && usable_cores() >= 2));
   Profile p;
   p.device = o.device.empty() ? catalog_device(*device) : o.device;
   std::exception_ptr failure;
@@ -271,14 +272,16 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
           "{} intra-op thread(s); contention {}",
           device->is_cuda() ? device->describe() + ", timed by CUDA events" : host_description(),
           o.repeats, o.warmup, o.threads,
-          contention ? "measured against a co-runner on the second core" : "not measured (1.0)");
+          !contention         ? "not measured (1.0)"
+          : device->is_cuda() ? "measured against a co-runner on other streams of the GPU"
+                              : "measured against a co-runner on the second core");
       describe_layers(p, model, o);
       const at::Tensor input = model.synthetic_input(o.micro_batches.front(), o.seed);
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
       for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o);
       remeasure_disturbed(p, *device, model, contention, o);
-      if (contention)
+      if (contention && !device->is_cuda())
         p.core_slowdown = measure_core_slowdown(*device, model, o.micro_batches.back(), o);
     } catch (...) {
       failure = std::current_exception();

@@ -29,8 +29,13 @@
 //
 // On a GPU (torch_device cuda or cuda:I, exec/device.hpp) the model and its inputs live there,
 // each layer's time is the GPU's between CUDA events recorded around it, bytes come from the CUDA
-// caching allocator, and there is no contention factor or core slow-down (CPU-core properties);
-// the profile records the GPU's catalog entry unless `device` names one.
+// caching allocator, and the profile records the GPU's catalog entry unless `device` names one.
+// Contention there is what stages that share one GPU as stream sets (torchgpipe's layout,
+// hardware/clusters/h100-1gpu.json) cost each other: the co-runner issues its passes on streams
+// of its own on the same GPU (from its own thread and core), each pass waited for before the
+// next, so its kernels compete with the measured ones for the SMs and memory bandwidth and none
+// are left queued once it pauses. Small kernels that leave most of the GPU idle overlap (a factor
+// near 1); kernels that fill it take turns (near 2). There is no core slow-down on a GPU.
 //
 // Thread-safety: call from one thread at a time (it uses the process-wide memory counters).
 #pragma once
@@ -50,7 +55,7 @@ struct ProfileOptions {
   bool float64 = false;
   int threads = 1;
   bool pin = true;
-  bool contention = true;  // measure contention factors (needs two usable cores)
+  bool contention = true;  // measure contention factors (needs two usable cores, or a GPU)
   uint64_t seed = 1;
   OptimizerConfig optimizer;
   // Catalog name recorded in the profile; "" on a GPU: its catalog entry (exec/device.hpp).

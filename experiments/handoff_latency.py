@@ -12,7 +12,11 @@ nanoseconds), and, in the measured timeline, takes every hand-off whose receiver
 (waiting for it): the time from the producer's end to the consumer's start. It prints their
 median and quartiles; the median is the figure for the catalog.
 
+On a GPU (--device cuda --cluster h100-1gpu, a build against a CUDA LibTorch) the same run puts
+both stages on stream sets of one GPU, and the figure is the latency of that cluster's link.
+
 Usage: experiments/handoff_latency.py [--pipetwin build/pipetwin] [--iterations 100]
+       [--device cpu|cuda] [--cluster local-cpu-2]
 """
 import json
 import os
@@ -52,14 +56,17 @@ def gaps(trace):
 def main():
     ap = arg_parser(__doc__)
     ap.add_argument("--iterations", type=int, default=100)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:I: where to profile and run")
+    ap.add_argument("--cluster", default="local-cpu-2", help="the plan's cluster (catalog name)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prof, plan, trace = (os.path.join(tmp, n) for n in ("p.json", "plan.json", "run.json"))
-        sh(args.pipetwin, "profile", "--model", "mlp", "--micro-batch", 1, "-q", "-o", prof)
-        sh(args.pipetwin, "plan", "--model", "mlp", "--profile", prof, "--cluster", "local-cpu-2",
+        sh(args.pipetwin, "profile", "--model", "mlp", "--micro-batch", 1, "--device", args.device,
+           "-q", "-o", prof)
+        sh(args.pipetwin, "plan", "--model", "mlp", "--profile", prof, "--cluster", args.cluster,
            "-K", 2, "--schedule", "gpipe", "-B", 8, "-M", 8, "--iterations", args.iterations,
            "-q", "-o", plan)
-        sh(args.pipetwin, "run", "--plan", plan, "-q", "--timeline", trace)
+        sh(args.pipetwin, "run", "--plan", plan, "-q", "--timeline", trace, "--device", args.device)
         with open(trace) as f:
             g = gaps(json.load(f))
     if len(g) < 10:

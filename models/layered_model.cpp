@@ -236,10 +236,15 @@ void LayeredModel::to(torch::Device device) {
 LayeredModel LayeredModel::clone() const {
   LayeredModel copy = build_model(name, dtype, seed);
   torch::NoGradGuard no_grad;
+  // Every layer goes where the model lives (a GPU's), parameter-free layers with buffers too.
+  c10::Device where(c10::kCPU);
+  for (const auto& l : layers) {
+    for (const auto& p : l.impl().parameters()) where = p.device();
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto src_params = layers[i].impl().parameters();
     const auto src_buffers = layers[i].impl().buffers();
-    if (!src_params.empty()) copy.layers[i].impl().to(src_params.front().device());
+    if (!where.is_cpu()) copy.layers[i].impl().to(where);
     auto dst_params = copy.layers[i].impl().parameters();
     auto dst_buffers = copy.layers[i].impl().buffers();
     for (size_t j = 0; j < src_params.size(); ++j) dst_params[j].copy_(src_params[j]);

@@ -157,6 +157,23 @@ TEST(Cluster, OtherPaperClusters) {
   EXPECT_EQ(gpipe.inter_node.latency, gpipe.intra_node.latency);
 }
 
+TEST(Cluster, OneGpuHostsFourStreamSets) {
+  // h100-1gpu: K <= 4 stages on one H100 (torchgpipe's stream sets, `run --device cuda`): four
+  // schedule devices in one compute-sharing group, a quarter of the memory each, the H100's
+  // figures otherwise.
+  const Cluster c = load_cluster("h100-1gpu", shipped());
+  ASSERT_EQ(c.num_devices(), 4);
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(c.sharing_group(d), 0) << d;
+  const DeviceSpec& h100 = shipped().device("h100-sxm", "test");
+  EXPECT_EQ(c.device.name, h100.name);
+  EXPECT_EQ(c.device.kind, "gpu");
+  EXPECT_EQ(c.device.memory_bytes, h100.memory_bytes / 4);
+  EXPECT_EQ(c.device.memory_bandwidth, h100.memory_bandwidth);
+  EXPECT_EQ(c.device.peak_flops, h100.peak_flops);
+  EXPECT_EQ(c.intra_node.name, "same-gpu");
+  EXPECT_GT(c.intra_node.bandwidth, 1e12);
+}
+
 TEST(Cluster, LoadsByPathToo) {
   const std::string path = hardware_dir() + "/clusters/dgx1-v100.json";
   EXPECT_EQ(shipped().cluster_path(path), path);

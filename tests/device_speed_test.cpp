@@ -44,6 +44,20 @@ TEST(SharedCore, GPipeTwoStagesSlowOnlyWhileBothCompute) {
   EXPECT_NEAR(iteration_time(plan, 1.0), 6 * kMs, kTol);
 }
 
+TEST(SharedCore, StreamSetsOfOneGpuShareItTheSameWay) {
+  // hardware/clusters/h100-1gpu.json: schedule devices that are stream sets of one GPU
+  // (core_sharing on a GPU device); the GPU profile's contention (a co-runner on other streams)
+  // slows overlapping compute exactly as on shared CPU cores, and no core slow-down applies.
+  PlanSpec s = cpu_spec("gpipe", 2, 2, 1, 1, 4);
+  s.cluster.device.kind = "gpu";
+  const Plan plan = synthetic_plan(s);
+  EXPECT_NEAR(iteration_time(plan, 1.5, {1.0, 3.0}), 7 * kMs, kTol);
+  // Kernels that fill the GPU take turns (contention 2) and pipelining buys nothing: F0(0) [0,1];
+  // F0(1) with F1(0) [1,3]; F1(1) [3,4]; B1(0) [4,5]; B1(1) with B0(0) [5,7]; B0(1) [7,8], the
+  // sequential (f + b) M K = 8 ms.
+  EXPECT_NEAR(iteration_time(plan, 2.0), 8 * kMs, kTol);
+}
+
 TEST(SharedCore, DevicesOfDifferentCoresAreIndependent) {
   const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 0));
   EXPECT_NEAR(iteration_time(plan, 1.5), 6 * kMs, kTol);
