@@ -169,8 +169,9 @@ TEST(SkipMixedPipe, OuterLevelsShareADeviceAndHandTheSkipOverLocally) {
       max_relative_error(testing::executor_parameters(r, 3), testing::plain_training(plan, opt, 3)),
       1e-9);
   for (const auto& e : r.timeline.events) {
-    if (e.action.op == Op::kSend)
+    if (e.action.op == Op::kSend) {
       EXPECT_NE(e.action.stage + e.action.peer_stage, 2) << describe(e.action);
+    }
   }
 }
 
