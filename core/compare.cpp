@@ -23,14 +23,6 @@ std::vector<double> step_durations(const Metrics& m) {
   return d;
 }
 
-// The median of `v` (the mean of the middle two for an even count); 0 for none.
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 void headline(Comparison& c, int skip_first) {
   std::vector<double> errors;
   for (size_t i = static_cast<size_t>(std::max(0, skip_first)); i < c.iterations.size(); ++i) {
@@ -41,7 +33,7 @@ void headline(Comparison& c, int skip_first) {
       c.worst_iteration = static_cast<int>(i);
     }
   }
-  c.median_abs_iteration_error = median_of(std::move(errors));
+  c.median_abs_iteration_error = median(std::move(errors));
 }
 
 }  // namespace
@@ -85,7 +77,7 @@ Comparison compare_timelines(const Timeline& predicted, const Timeline& measured
       acc[{e.action.stage, op_name(e.action.op)}].push_back(e.duration());
     }
     std::map<Key, double> out;
-    for (auto& [key, d] : acc) out[key] = median_of(d);
+    for (auto& [key, d] : acc) out[key] = median(std::move(d));
     return out;
   };
   const auto mp = medians(predicted), mm = medians(measured);

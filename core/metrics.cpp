@@ -94,6 +94,13 @@ void compute_staleness(const Timeline& t, int num_stages, Metrics& m) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double samples_per_step) {
   Metrics m;
   m.source = t.source;
@@ -137,9 +144,7 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
     for (int i = w0 + 1; i <= w1; ++i) {
       d.push_back(m.step_end_s[static_cast<size_t>(i)] - m.step_end_s[static_cast<size_t>(i) - 1]);
     }
-    std::sort(d.begin(), d.end());
-    const size_t n = d.size();
-    m.iteration_time_median_s = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+    m.iteration_time_median_s = median(std::move(d));
   } else {
     m.window_start_s = 0;
     m.window_end_s = m.makespan_s;

@@ -71,6 +71,9 @@ struct Metrics {
   std::map<std::string, double> compute_s_by_op;  // total time per action kind
 };
 
+// The median of `v` (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> v);
+
 // `async` selects the steady window (see above); `num_stages` is K.
 Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double samples_per_step);
 
