@@ -317,8 +317,10 @@ TEST(CoarseGraph, ContractionsKeepATopologicalOrderAndRefuseCycles) {
       for (const auto& e : cm.graph().edges()) {
         const int u = owner[static_cast<size_t>(e.from)], v = owner[static_cast<size_t>(e.to)];
         ASSERT_GE(u, 0);
-        if (u != v) ASSERT_LT(g.position(u), g.position(v));
-        if (u != v) ASSERT_GT(g.bytes_between(u, v), 0);
+        if (u != v) {
+          ASSERT_LT(g.position(u), g.position(v));
+          ASSERT_GT(g.bytes_between(u, v), 0);
+        }
       }
     }
   }
@@ -370,7 +372,9 @@ TEST(Coarsen, HeavyCommunicationAbovePercentileMerges) {
   merge_heavy_communication(g);
   EXPECT_EQ(g.num_blocks(), 119);
   for (int b : g.blocks()) {
-    if (g.block(b).layers.size() > 1) EXPECT_THAT(g.block(b).layers, ElementsAre(50, 51));
+    if (g.block(b).layers.size() > 1) {
+      EXPECT_THAT(g.block(b).layers, ElementsAre(50, 51));
+    }
   }
 }
 

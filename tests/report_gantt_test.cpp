@@ -58,7 +58,9 @@ TEST_P(GanttGPipe, BubblesAreTheClosedForm) {
   // Device k waits k forwards for its first micro-batch.
   for (const auto& bub : g.bubbles) {
     const int device = g.rows[static_cast<size_t>(bub.row)].group;
-    if (bub.start_s == 0) EXPECT_NEAR(bub.end_s, device * f, 1e-12);
+    if (bub.start_s == 0) {
+      EXPECT_NEAR(bub.end_s, device * f, 1e-12);
+    }
   }
 }
 

@@ -137,7 +137,9 @@ TEST(ReproduceFtpipe, RecomputationCostsAThirdAndPipeDreamsFreePlanDoesNotFit) {
       1.0);
   // With the limit enforced our planner never returns a plan that does not fit.
   const Comparison& held = row(pd, "memory limits enforced", "plan found (1 = yes)");
-  if (held.ours == 1.0) EXPECT_THAT(held.note, ::testing::Not(::testing::HasSubstr("over")));
+  if (held.ours == 1.0) {
+    EXPECT_THAT(held.note, ::testing::Not(::testing::HasSubstr("over")));
+  }
   EXPECT_EQ(
       row(pd, "simple pipeline (Seq-pipe, 8 stages) with weight stashing", "fits (1 = yes)").ours,
       0.0);
