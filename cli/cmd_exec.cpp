@@ -148,13 +148,10 @@ void run_profile(const ProfileArgs& a) {
   o.contention = !a.no_contention;
   // --device cpu|cuda[:i] says where to measure; any other value is a catalog name (measured on
   // the CPU), as before GPUs were supported. The catalog name recorded: --catalog-device, else
-  // cpu-core on the CPU and the GPU's own entry on a GPU (exec/device.hpp).
+  // the profiler's own choice (cpu-core, or the GPU's entry: exec/profiler.cpp).
   const bool where = a.device == "cpu" || a.device.rfind("cuda", 0) == 0;
   o.torch_device = where ? a.device : "cpu";
-  o.device = !a.catalog_device.empty() ? a.catalog_device
-             : !where                  ? a.device
-             : a.device == "cpu"       ? "cpu-core"
-                                       : "";
+  o.device = !a.catalog_device.empty() ? a.catalog_device : where ? "" : a.device;
   o.optimizer.kind = a.optimizer;
   o.optimizer.momentum = a.momentum;
   const Profile p = exec::profile_model(a.model, o);

@@ -241,10 +241,10 @@ LayeredModel LayeredModel::clone() const {
   for (const auto& l : layers) {
     for (const auto& p : l.impl().parameters()) where = p.device();
   }
+  if (!where.is_cpu()) copy.to(where);
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto src_params = layers[i].impl().parameters();
     const auto src_buffers = layers[i].impl().buffers();
-    if (!where.is_cpu()) copy.layers[i].impl().to(where);
     auto dst_params = copy.layers[i].impl().parameters();
     auto dst_buffers = copy.layers[i].impl().buffers();
     for (size_t j = 0; j < src_params.size(); ++j) dst_params[j].copy_(src_params[j]);
