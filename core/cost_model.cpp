@@ -51,6 +51,11 @@ double CostModel::optimizer_s(int layer) const {
                              options_.compute_scale;
 }
 
+double CostModel::optimizer_new_version_s(int layer) const {
+  const double s = profile_.layers[static_cast<size_t>(layer)].optimizer_new_version_s;
+  return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * options_.compute_scale;
+}
+
 double CostModel::contention(int layer, double b) const {
   return std::max(1.0, fits(layer).contended(b));
 }
@@ -119,10 +124,12 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     c.backward_s += backward_s(l, b);
     c.recompute_s += recompute_s(l, b);
     c.optimizer_s += optimizer_s(l);
+    c.optimizer_new_version_s += optimizer_new_version_s(l);
     c.forward_shared_s += k * forward_s(l, b);
     c.backward_shared_s += k * backward_s(l, b);
     c.recompute_shared_s += k * recompute_s(l, b);
     c.optimizer_shared_s += k * optimizer_s(l);
+    c.optimizer_new_version_shared_s += k * optimizer_new_version_s(l);
     const double footprint = 2 * p.param_bytes + p.optimizer_bytes;
     if (frozen(l)) {
       c.frozen_bytes += options_.lambda_frozen * footprint;

@@ -37,10 +37,10 @@ inline constexpr double kMiB = 1024.0 * 1024.0;
 inline constexpr double kGiB = 1024.0 * kMiB;
 
 struct CostOptions {
-  double compute_scale = 1.0;              // multiply profiled times by this
-  double bucket_cap_bytes = 25 * kMiB;     // DDP bucket_cap_mb
-  double first_bucket_bytes = 1 * kMiB;    // DDP's smaller first bucket
-  int frozen_layers = 0;                   // layers [0, frozen_layers) are frozen
+  double compute_scale = 1.0;            // multiply profiled times by this
+  double bucket_cap_bytes = 25 * kMiB;   // DDP bucket_cap_mb
+  double first_bucket_bytes = 1 * kMiB;  // DDP's smaller first bucket
+  int frozen_layers = 0;                 // layers [0, frozen_layers) are frozen
   double lambda_frozen = 1.0 / 6.0;
 };
 
@@ -57,22 +57,25 @@ struct StageCost {
   double backward_s = 0;
   double recompute_s = 0;
   double optimizer_s = 0;
+  // The step that writes a new weight version while the old one is still read (Profile).
+  double optimizer_new_version_s = 0;
   // The same while a device sharing the compute core works too (equal without contention).
   double forward_shared_s = 0;
   double backward_shared_s = 0;
   double recompute_shared_s = 0;
   double optimizer_shared_s = 0;
-  double input_bytes = 0;    // per micro-batch: activations received (or the model input)
-  double saved_bytes = 0;    // per micro-batch: activations kept for backward
+  double optimizer_new_version_shared_s = 0;
+  double input_bytes = 0;  // per micro-batch: activations received (or the model input)
+  double saved_bytes = 0;  // per micro-batch: activations kept for backward
   // Per micro-batch: the most a backward holds on top of the saved activations (gradients in
   // flight between layers and a layer's parameter gradients before accumulation; memory.hpp).
   double backward_bytes = 0;
-  double param_bytes = 0;    // active layers
-  double grad_bytes = 0;     // active layers
+  double param_bytes = 0;  // active layers
+  double grad_bytes = 0;   // active layers
   double optimizer_bytes = 0;
-  double frozen_bytes = 0;   // frozen layers' footprint (lambda_frozen of their active footprint)
-  std::vector<Bucket> buckets;          // DDP buckets, reverse layer order
-  std::vector<double> bucket_ready_s;   // offset into the backward at which bucket b is ready
+  double frozen_bytes = 0;  // frozen layers' footprint (lambda_frozen of their active footprint)
+  std::vector<Bucket> buckets;         // DDP buckets, reverse layer order
+  std::vector<double> bucket_ready_s;  // offset into the backward at which bucket b is ready
   double static_bytes() const { return param_bytes + grad_bytes + optimizer_bytes + frozen_bytes; }
 };
 
@@ -90,7 +93,8 @@ class CostModel {
   double forward_s(int layer, double b) const;
   double backward_s(int layer, double b) const;
   double recompute_s(int layer, double b) const;
-  double optimizer_s(int layer) const;
+  double optimizer_s(int layer) const;              // in place
+  double optimizer_new_version_s(int layer) const;  // into a new weight version
   // Slow-down of a layer while a device sharing its compute core works too (>= 1).
   double contention(int layer, double b) const;
   // Compute-time multiplier of cluster device d: the profile's core_slowdown of the core a CPU

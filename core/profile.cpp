@@ -33,7 +33,8 @@ LayerTiming timing_from_json(const JsonView& j) {
 
 LayerProfile layer_from_json(const JsonView& j) {
   j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
-                "backward_bytes_per_sample", "param_bytes", "optimizer_bytes", "optimizer_step_s"});
+                "backward_bytes_per_sample", "param_bytes", "optimizer_bytes", "optimizer_step_s",
+                "optimizer_new_version_s"});
   LayerProfile l;
   l.name = j.string("name");
   if (l.name.empty()) j.at("name").fail("must not be empty");
@@ -54,6 +55,7 @@ LayerProfile layer_from_json(const JsonView& j) {
   l.param_bytes = j.nonneg("param_bytes");
   l.optimizer_bytes = j.nonneg_or("optimizer_bytes", 0);
   l.optimizer_step_s = j.nonneg_or("optimizer_step_s", 0);
+  l.optimizer_new_version_s = j.nonneg_or("optimizer_new_version_s", 0);
   return l;
 }
 
@@ -150,6 +152,7 @@ Json profile_to_json(const Profile& p) {
     jl["param_bytes"] = l.param_bytes;
     jl["optimizer_bytes"] = l.optimizer_bytes;
     jl["optimizer_step_s"] = l.optimizer_step_s;
+    if (l.optimizer_new_version_s > 0) jl["optimizer_new_version_s"] = l.optimizer_new_version_s;
     layers.push_back(std::move(jl));
   }
   doc["layers"] = std::move(layers);

@@ -20,7 +20,7 @@
 namespace pipetwin {
 
 struct LayerTiming {
-  int micro_batch = 1;     // samples in the profiled micro-batch
+  int micro_batch = 1;  // samples in the profiled micro-batch
   double forward_s = 0;
   double backward_s = 0;   // full backward: input and weight gradients
   double recompute_s = 0;  // forward again under checkpointing (usually == forward_s)
@@ -40,8 +40,12 @@ struct LayerProfile {
   // measured, the cost model estimates it (cost_model.hpp, backward_working_bytes).
   double backward_bytes_per_sample = 0;
   double param_bytes = 0;
-  double optimizer_bytes = 0;          // optimizer state (e.g. 2x params for Adam)
-  double optimizer_step_s = 0;         // time of one optimizer update of this layer
+  double optimizer_bytes = 0;   // optimizer state (e.g. 2x params for Adam)
+  double optimizer_step_s = 0;  // time of one optimizer update of this layer, in place
+  // The same update written into another weight version, the old one kept for micro-batches
+  // still reading it (PipeDream's weight stashing): it streams a third buffer through the caches.
+  // 0: not measured, optimizer_step_s stands for both.
+  double optimizer_new_version_s = 0;
 };
 
 struct ProfileEdge {
@@ -56,9 +60,9 @@ struct Profile {
   std::string dtype = "float32";
   std::string source = "measured";  // "measured", "analytic" or "synthetic"
   std::string notes;
-  double input_bytes_per_sample = 0;   // the model's input (fed to the first layer)
+  double input_bytes_per_sample = 0;  // the model's input (fed to the first layer)
   std::vector<LayerProfile> layers;
-  std::vector<ProfileEdge> edges;      // empty: a chain
+  std::vector<ProfileEdge> edges;  // empty: a chain
   // CPU profiles: the time of the same work on each core the profiler could use, over its time
   // on the first core (where the layer times were taken); empty: cores are alike. Cores of one
   // virtual machine need not be alike (we measured one vCPU 27% slower than the other, steadily).

@@ -14,7 +14,8 @@ constexpr double kMs = 1e-3;
 // One per-layer option: a list of L values, a single value broadcast to L, or a fallback.
 class LayerOption {
  public:
-  LayerOption(const ModelSpec& spec, const std::string& key) : key_(key), values_(spec.numbers(key)) {}
+  LayerOption(const ModelSpec& spec, const std::string& key)
+      : key_(key), values_(spec.numbers(key)) {}
   bool given() const { return !values_.empty(); }
   size_t length() const { return values_.size(); }
   double at(size_t layer, double fallback) const {
@@ -41,7 +42,9 @@ class LayerOption {
 
 }  // namespace
 
-bool is_synthetic_model(const ModelSpec& spec) { return spec.family == "uniform"; }
+bool is_synthetic_model(const ModelSpec& spec) {
+  return spec.family == "uniform";
+}
 
 Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
   if (!is_synthetic_model(spec)) {
@@ -51,9 +54,9 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
     throw InputError(fmt::format("{}: synthetic model takes key=value options only, got \"{}\"",
                                  spec.origin, spec.presets.front()));
   }
-  const std::vector<std::string> keys = {"layers",  "fwd_ms",   "bwd_ms",   "recompute_ms",
-                                         "overhead_ms", "act_kb", "saved_kb", "input_kb",
-                                         "param_kb", "optimizer_kb", "opt_ms"};
+  const std::vector<std::string> keys = {"layers",      "fwd_ms",       "bwd_ms",   "recompute_ms",
+                                         "overhead_ms", "act_kb",       "saved_kb", "input_kb",
+                                         "param_kb",    "optimizer_kb", "opt_ms",   "opt_new_ms"};
   spec.allow_only(keys);
   std::vector<LayerOption> opts;
   size_t list_len = 0;
@@ -66,8 +69,8 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
   // asking for terabytes of layer records.
   constexpr long kMaxLayers = 100000;
   if (layers < 1 || layers > kMaxLayers) {
-    throw InputError(fmt::format("{}: model option layers must be in [1, {}] ({} given)", spec.origin,
-                                 kMaxLayers, layers));
+    throw InputError(fmt::format("{}: model option layers must be in [1, {}] ({} given)",
+                                 spec.origin, kMaxLayers, layers));
   }
   const auto L = static_cast<size_t>(layers);
   for (const auto& o : opts) o.check(spec, L);
@@ -81,6 +84,7 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
   const auto& param = opts[7];
   const auto& optimizer = opts[8];
   const auto& opt_ms = opts[9];
+  const auto& opt_new_ms = opts[10];
 
   Profile p;
   p.model = spec.to_string();
@@ -105,6 +109,7 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
     l.param_bytes = param.at(i, 0.0) * kKiB;
     l.optimizer_bytes = optimizer.at(i, 0.0) * kKiB;
     l.optimizer_step_s = opt_ms.at(i, 0.0) * kMs;
+    l.optimizer_new_version_s = opt_new_ms.at(i, 0.0) * kMs;
     p.layers.push_back(std::move(l));
   }
   return p;

@@ -16,7 +16,8 @@
 //   input_kb      model input per sample in KiB (default act_kb of the first layer)
 //   param_kb      parameters per layer in KiB (default 0)
 //   optimizer_kb  optimizer state per layer in KiB (default 0)
-//   opt_ms        optimizer-step time per layer (default 0)
+//   opt_ms        optimizer-step time per layer, in place (default 0)
+//   opt_new_ms    the step that writes a new weight version (weight stashing; default opt_ms)
 // The same model exists in both engines: the executor builds matching LibTorch layers from it.
 //
 // Thread-safety: pure functions.

@@ -57,16 +57,20 @@ void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
     }
     if (t) t->backward[l].push_back(device_.seconds(*a, *device_.mark()));
   }
+  const bool in_place = t == nullptr || t->passes++ % 2 == 0;
   for (size_t l = 0; l < n; ++l) {
     const auto params = model_.layers[l].parameters();
     if (params.empty() || stopped(keep_going)) continue;
     std::vector<at::Tensor> grads;
     for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
     const auto a = device_.mark();
-    optimizers_[l].step(params, grads, out_[l]);
+    optimizers_[l].step(in_place ? out_[l] : params, grads, out_[l]);
     at::NoGradGuard no_grad;
     for (auto& g : grads) g.zero_();
-    if (t) t->optimizer[l].push_back(device_.seconds(*a, *device_.mark()));
+    if (t) {
+      (in_place ? t->optimizer : t->optimizer_new_version)[l].push_back(
+          device_.seconds(*a, *device_.mark()));
+    }
   }
 }
 

@@ -4,8 +4,11 @@
 // SequenceRunner::pass() is one pass as a stage runs it: forward of every layer in order (each
 // layer's input the previous output, detached, and so is a cross-layer skip input), the forward
 // again (checkpointing's recompute), backward of every layer in reverse order on that graph, and
-// one optimizer step per layer into copies of its weights (the model stays as built), zeroing the
-// gradients after it.
+// one optimizer step per layer, zeroing the gradients after it. The step never touches the model
+// (it stays as built): passes take turns between the two steps the executor takes, an update in
+// place — of a copy of the weights, as GPipe and 1F1B update theirs — and an update that writes a
+// new weight version from the model's weights into that copy, as weight stashing does while older
+// micro-batches still read the old version (exec/stage.cpp, optimizer_step).
 //
 // Times are the Device's: the steady clock on the CPU, CUDA events on a GPU (where each is waited
 // for, so a layer's time is its kernels' from the first launch to the last end).
@@ -37,9 +40,14 @@ namespace pipetwin::exec {
 using Samples = std::vector<std::vector<double>>;
 
 struct PassTimes {
-  Samples forward, recompute, backward, optimizer;
+  Samples forward, recompute, backward, optimizer, optimizer_new_version;
+  int64_t passes = 0;  // recorded so far: the in-place and new-version steps take turns by it
   explicit PassTimes(size_t layers)
-      : forward(layers), recompute(layers), backward(layers), optimizer(layers) {}
+      : forward(layers),
+        recompute(layers),
+        backward(layers),
+        optimizer(layers),
+        optimizer_new_version(layers) {}
 };
 
 double median(std::vector<double> v);
@@ -62,7 +70,7 @@ class SequenceRunner {
   Device& device_;
   at::Tensor input_, target_;
   std::vector<Optimizer> optimizers_;
-  std::vector<std::vector<at::Tensor>> out_;
+  std::vector<std::vector<at::Tensor>> out_;  // per layer, the copy the optimizer writes
 };
 
 class CoRunner {

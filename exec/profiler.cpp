@@ -98,11 +98,15 @@ void describe_layers(Profile& p, const models::LayeredModel& model, const Profil
   }
 }
 
+// Per layer, the optimizer step in place and into a new weight version (profile_passes.hpp).
+struct StepTimes {
+  std::vector<double> in_place, new_version;
+};
+
 // Timings of every layer (alone and, when asked, with the co-runner) at micro-batch size b;
-// `optimizer_s`: each layer's optimizer step.
+// `steps`: each layer's optimizer steps.
 std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& model, int b,
-                                      bool contention, const ProfileOptions& o,
-                                      std::vector<double>* optimizer_s) {
+                                      bool contention, const ProfileOptions& o, StepTimes* steps) {
   const size_t n = model.layers.size();
   SequenceRunner runner(model, b, o, device);
   PassTimes alone(n), shared(n);
@@ -121,7 +125,10 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
       t.contention = solo > 0 ? std::max(1.0, both / solo) : 1.0;
     }
     out.push_back(t);
-    if (optimizer_s) optimizer_s->push_back(median(alone.optimizer[l]));
+    if (steps) {
+      steps->in_place.push_back(median(alone.optimizer[l]));
+      steps->new_version.push_back(median(alone.optimizer_new_version[l]));
+    }
   }
   return out;
 }
@@ -130,12 +137,15 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
 void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b, bool contention,
                   const ProfileOptions& o) {
   const size_t n = model.layers.size();
-  std::vector<double> optimizer_s;
-  const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, &optimizer_s);
+  StepTimes steps;
+  const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, &steps);
   for (size_t l = 0; l < n; ++l) {
     p.layers[l].timings.push_back(t[l]);
-    // The optimizer step does not depend on b: keep the figure of the first size.
-    if (b == o.micro_batches.front()) p.layers[l].optimizer_step_s = optimizer_s[l];
+    // The optimizer step does not depend on b: keep the figures of the first size.
+    if (b == o.micro_batches.front()) {
+      p.layers[l].optimizer_step_s = steps.in_place[l];
+      p.layers[l].optimizer_new_version_s = steps.new_version[l];
+    }
   }
   if (b != o.micro_batches.back()) return;
   const c10::Device where = device.torch_device();  // .to(where) copies nothing on the CPU

@@ -272,6 +272,7 @@ void StageRuntime::optimizer_step(int new_version) {
   }
   if (spec_.track_gradient_norms) record_gradient_norms();
   auto cur = slots_.at(current_);
+  // The simulator makes the same choice from the schedule (core/schedule/weight_versions.hpp).
   if (cur->refs == 0) {
     optimizer_.step(cur->params, grads_, cur->params);  // nothing else reads them: in place
     slots_.erase(current_);

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include "core/schedule/generators.hpp"
+#include "core/schedule/weight_versions.hpp"
 
 namespace pipetwin::sim {
 
 PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedule schedule)
-    : ctx_(context), schedule_(std::move(schedule)) {
+    : ctx_(context),
+      schedule_(std::move(schedule)),
+      new_version_step_(steps_writing_new_version(schedule_)) {
   const int n = schedule_.num_actions();
   for (int d = 0; d < schedule_.num_devices(); ++d) {
     slowdown_.push_back(ctx_.cost.device_slowdown(ctx_.placement[static_cast<size_t>(d)]));
@@ -88,7 +91,8 @@ double PipelineSimulator::shared_duration(int id) const {
     case Op::kRecompute:
       return slowdown(id) * st.recompute_shared_s;
     case Op::kOptimizerStep:
-      return slowdown(id) * st.optimizer_shared_s;
+      return slowdown(id) *
+             (new_version_step(id) ? st.optimizer_new_version_shared_s : st.optimizer_shared_s);
     default:
       return duration(id);
   }
@@ -108,7 +112,7 @@ double PipelineSimulator::duration(int id) const {
     case Op::kRecompute:
       return slowdown(id) * st.recompute_s;
     case Op::kOptimizerStep:
-      return slowdown(id) * st.optimizer_s;
+      return slowdown(id) * (new_version_step(id) ? st.optimizer_new_version_s : st.optimizer_s);
     case Op::kSend:
     case Op::kRecv: {
       const bool act = a.payload == Payload::kActivation;

@@ -2,7 +2,8 @@
 //
 // Maps every action of a CompiledSchedule to a task of the discrete-event engine — on its
 // device's compute, send, receive or collective stream, with the schedule's dependencies — and
-// gives it the cost model's duration: stage forward / backward / recompute / optimizer time;
+// gives it the cost model's duration: stage forward / backward / recompute / optimizer time (the
+// step in place, or into a new weight version where the old one is still read);
 // latency + bytes / bandwidth for a transfer (both ends busy for its length); the ring formula for
 // an all-reduce over the replicas of the stage, which may start once its bucket's last gradient
 // is produced inside the backward. The engine's start and end times become a predicted Timeline;
@@ -50,11 +51,14 @@ class PipelineSimulator {
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }
+  // An optimizer step that writes a new weight version (core/schedule/weight_versions.hpp).
+  bool new_version_step(int id) const { return new_version_step_[static_cast<size_t>(id)] != 0; }
   std::vector<std::string> device_names() const;
 
   const PlanContext& ctx_;
   std::vector<double> slowdown_;  // per schedule device: CostModel::device_slowdown
   CompiledSchedule schedule_;
+  std::vector<char> new_version_step_;  // per action id
   TaskGraph tasks_;
   Engine engine_;
 };

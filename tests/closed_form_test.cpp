@@ -93,9 +93,9 @@ TEST(ClosedForm, DelayedGradientStaleness) {
     EXPECT_EQ(ddg.metrics.staleness[s].max, K - k);
     EXPECT_EQ(ddg.metrics.staleness[s].gradient_max, K - k);  // stashed weights
     EXPECT_EQ(fr.metrics.staleness[s].max, K - k);
-    EXPECT_EQ(fr.metrics.staleness[s].gradient_max, 0);       // replays on current weights
-    EXPECT_EQ(ft.metrics.staleness[s].max, K - k);            // stale loss ...
-    EXPECT_EQ(ft.metrics.staleness[s].gradient_max, 0);       // ... fresh weights (FTPipe Table 1)
+    EXPECT_EQ(fr.metrics.staleness[s].gradient_max, 0);  // replays on current weights
+    EXPECT_EQ(ft.metrics.staleness[s].max, K - k);       // stale loss ...
+    EXPECT_EQ(ft.metrics.staleness[s].gradient_max, 0);  // ... fresh weights (FTPipe Table 1)
   }
 }
 
@@ -157,12 +157,51 @@ TEST(ClosedForm, BucketedAllReduceHiddenWhenBackwardIsLongExposedWhenShort) {
     const auto r = simulate(s, 2);
     const double f = L * 1 * kMs, bl = layer_bwd_ms * kMs;
     const double comm_end = std::max(L * bl + a, bl + L * a);  // from the backward's start
-    EXPECT_NEAR(r.metrics.iteration_time_s, f + comm_end, 1e-9) << "layer backward " << layer_bwd_ms;
+    EXPECT_NEAR(r.metrics.iteration_time_s, f + comm_end, 1e-9)
+        << "layer backward " << layer_bwd_ms;
     const double exposed = comm_end - L * bl;
     if (layer_bwd_ms > a / kMs) {
       EXPECT_NEAR(exposed, a, 1e-9) << "only the last bucket is exposed";
     } else {
       EXPECT_GT(exposed, 3 * a) << "communication-bound";
+    }
+  }
+}
+
+// An optimizer step takes opt_ms in place and opt_new_ms when it writes a new weight version
+// beside one still in use (core/schedule/weight_versions.hpp): GPipe's steps all the first,
+// PipeDream's the second on every stage but the last, until its drain.
+TEST(ClosedForm, StepIntoANewWeightVersionTakesItsOwnTime) {
+  const int K = 3, N = 10;
+  const double opt = 0.25, opt_new = 0.75;  // per layer, one layer per stage
+  for (const char* schedule : {"gpipe", "pipedream"}) {
+    PlanSpec s = equal_stages(schedule, K, 1, 1, 2);
+    s.model = uniform(K, 1, 2, fmt::format("opt_ms={},opt_new_ms={}", opt, opt_new));
+    const auto r = simulate(s, N);
+    std::vector<std::vector<double>> steps(K);
+    for (const auto& e : r.timeline.events) {
+      if (e.action.op == Op::kOptimizerStep) steps[e.action.stage].push_back(e.duration() / kMs);
+    }
+    for (int k = 0; k < K; ++k) {
+      ASSERT_EQ(static_cast<int>(steps[k].size()), N) << schedule << " stage " << k;
+      for (int i = 0; i < N; ++i) {
+        const bool pipedream_steady =
+            std::string(schedule) == "pipedream" && k < K - 1 && i >= K && i < N - K;
+        if (pipedream_steady) {
+          EXPECT_NEAR(steps[k][i], opt_new, 1e-9) << "stage " << k << " step " << i;
+        }
+        if (std::string(schedule) == "gpipe" || k == K - 1 || i == N - 1) {
+          EXPECT_NEAR(steps[k][i], opt, 1e-9) << schedule << " stage " << k << " step " << i;
+        }
+      }
+    }
+  }
+  // Without a measured new-version step, the in-place figure stands for both.
+  PlanSpec s = equal_stages("pipedream", K, 1, 1, 2);
+  s.model = uniform(K, 1, 2, fmt::format("opt_ms={}", opt));
+  for (const auto& e : simulate(s, N).timeline.events) {
+    if (e.action.op == Op::kOptimizerStep) {
+      EXPECT_NEAR(e.duration(), opt * kMs, 1e-12);
     }
   }
 }
@@ -184,7 +223,8 @@ TEST(ClosedForm, IdenticalInputGivesIdenticalOutputBytes) {
   spec.dp = 2;
   spec.cluster = testing::ideal_cluster(8, 5e9, 2e-6);
   const auto a = simulate(spec, 3), b = simulate(spec, 3);
-  EXPECT_EQ(timeline_to_chrome_trace(a.timeline).dump(), timeline_to_chrome_trace(b.timeline).dump());
+  EXPECT_EQ(timeline_to_chrome_trace(a.timeline).dump(),
+            timeline_to_chrome_trace(b.timeline).dump());
   EXPECT_EQ(metrics_to_json(a.metrics).dump(), metrics_to_json(b.metrics).dump());
 }
 

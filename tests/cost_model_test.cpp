@@ -74,6 +74,21 @@ TEST(CostModel, ComputeTimesFollowTheFittedLine) {
   EXPECT_NEAR(cm.optimizer_s(3), 0.4 * kMs, kTol);
 }
 
+TEST(CostModel, StepIntoANewWeightVersionHasItsOwnTimeOrTheInPlaceOne) {
+  Profile p = four_layers();
+  p.layers[1].optimizer_new_version_s = 0.7 * kMs;  // measured on layer 1 only
+  CostOptions o;
+  o.compute_scale = 2;
+  const CostModel cm(p, cluster(), o);
+  EXPECT_NEAR(cm.optimizer_new_version_s(1), 1.4 * kMs, kTol);
+  EXPECT_NEAR(cm.optimizer_new_version_s(2), cm.optimizer_s(2), kTol);
+  const StageCost c = cm.stage_cost({1, 2}, 1);
+  EXPECT_NEAR(c.optimizer_s, 2 * (0.2 + 0.3) * kMs, kTol);
+  EXPECT_NEAR(c.optimizer_new_version_s, 2 * (0.7 + 0.3) * kMs, kTol);
+  o.frozen_layers = 2;  // a frozen layer takes no step of either kind
+  EXPECT_EQ(CostModel(p, cluster(), o).optimizer_new_version_s(1), 0);
+}
+
 TEST(CostModel, ComputeScaleMultipliesEveryTime) {
   CostOptions o;
   o.compute_scale = 2.5;

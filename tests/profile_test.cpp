@@ -60,6 +60,7 @@ Profile full_profile() {
     l.param_bytes = 4096.0 * (i + 1);
     l.optimizer_bytes = 8192.0 * (i + 1);
     l.optimizer_step_s = 1e-5 * (i + 1);
+    l.optimizer_new_version_s = i == 2 ? 0 : 1.5e-5 * (i + 1);  // not measured on one layer
     p.layers.push_back(l);
   }
   p.edges = {{0, 1, 10}, {1, 2, 20.25}, {0, 2, 5}};
@@ -94,6 +95,7 @@ void expect_same(const Profile& a, const Profile& b) {
     EXPECT_EQ(x.param_bytes, y.param_bytes);
     EXPECT_EQ(x.optimizer_bytes, y.optimizer_bytes);
     EXPECT_EQ(x.optimizer_step_s, y.optimizer_step_s);
+    EXPECT_EQ(x.optimizer_new_version_s, y.optimizer_new_version_s);
   }
   EXPECT_EQ(a.core_slowdown, b.core_slowdown);
   ASSERT_EQ(a.edges.size(), b.edges.size());
@@ -207,9 +209,9 @@ TEST(ProfileErrors, NegativeTimesAndSizes) {
     EXPECT_EQ(error_of(doc), std::string("p.json: layers[1].timings[0].") + key +
                                  ": expected a non-negative number, got -0.5");
   }
-  for (const char* key : {"output_bytes_per_sample", "saved_bytes_per_sample",
-                          "backward_bytes_per_sample", "param_bytes", "optimizer_bytes",
-                          "optimizer_step_s"}) {
+  for (const char* key :
+       {"output_bytes_per_sample", "saved_bytes_per_sample", "backward_bytes_per_sample",
+        "param_bytes", "optimizer_bytes", "optimizer_step_s", "optimizer_new_version_s"}) {
     Json doc = valid_doc();
     doc["layers"][2][key] = -1;
     EXPECT_EQ(error_of(doc),
@@ -224,7 +226,8 @@ TEST(ProfileErrors, NegativeTimesAndSizes) {
 TEST(ProfileErrors, ContentionAndCoreSlowdown) {
   Json doc = valid_doc();
   doc["layers"][1]["timings"][0]["contention"] = 0.8;
-  EXPECT_EQ(error_of(doc), "p.json: layers[1].timings[0].contention: must be at least 1 (0.8 given)");
+  EXPECT_EQ(error_of(doc),
+            "p.json: layers[1].timings[0].contention: must be at least 1 (0.8 given)");
   doc = valid_doc();
   doc["core_slowdown"] = Json::array({1.0, 0.0});
   EXPECT_THAT(error_of(doc), StartsWith("p.json: core_slowdown[1]: expected a positive number"));

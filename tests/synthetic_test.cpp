@@ -179,7 +179,10 @@ TEST(Synthetic, AllOptionsScalar) {
     EXPECT_EQ(l.param_bytes, 7 * kKiB);
     EXPECT_EQ(l.optimizer_bytes, 14 * kKiB);
     EXPECT_NEAR(l.optimizer_step_s, 0.25e-3, kTol);
+    EXPECT_EQ(l.optimizer_new_version_s, 0) << "not given: the in-place time stands for both";
   }
+  for (const auto& l : make("uniform:layers=2,opt_ms=0.25,opt_new_ms=0.5").layers)
+    EXPECT_NEAR(l.optimizer_new_version_s, 0.5e-3, kTol);
 }
 
 TEST(Synthetic, ListFormGivesOneValuePerLayer) {
