@@ -7,10 +7,25 @@
 
 namespace pipetwin::sim {
 
+namespace {
+
+// Whether some stage's step into a new weight version costs other than its step in place. Only
+// then does the simulator need to know which steps those are, a walk of the whole schedule that
+// sweeps over profiles without the distinction (synthetic, analytic) would pay for nothing.
+bool step_kinds_differ(const PlanContext& ctx) {
+  for (const StageCost& st : ctx.stages) {
+    if (st.optimizer_new_version_s != st.optimizer_s) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedule schedule)
     : ctx_(context),
       schedule_(std::move(schedule)),
-      new_version_step_(steps_writing_new_version(schedule_)) {
+      new_version_step_(step_kinds_differ(context) ? steps_writing_new_version(schedule_)
+                                                   : std::vector<char>()) {
   const int n = schedule_.num_actions();
   for (int d = 0; d < schedule_.num_devices(); ++d) {
     slowdown_.push_back(ctx_.cost.device_slowdown(ctx_.placement[static_cast<size_t>(d)]));

@@ -52,13 +52,15 @@ class PipelineSimulator {
   double shared_duration(int id) const;  // while a device sharing the compute core works too
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }
   // An optimizer step that writes a new weight version (core/schedule/weight_versions.hpp).
-  bool new_version_step(int id) const { return new_version_step_[static_cast<size_t>(id)] != 0; }
+  bool new_version_step(int id) const {
+    return !new_version_step_.empty() && new_version_step_[static_cast<size_t>(id)] != 0;
+  }
   std::vector<std::string> device_names() const;
 
   const PlanContext& ctx_;
   std::vector<double> slowdown_;  // per schedule device: CostModel::device_slowdown
   CompiledSchedule schedule_;
-  std::vector<char> new_version_step_;  // per action id
+  std::vector<char> new_version_step_;  // per action id; empty where both steps cost the same
   TaskGraph tasks_;
   Engine engine_;
 };
