@@ -157,12 +157,13 @@ void run_profile(const ProfileArgs& a) {
   const Profile p = exec::profile_model(a.model, o);
   save_profile(p, a.output);
   if (a.quiet) return;
-  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd", "contention",
-           "params", "saved/sample"});
+  Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd",
+           "contention fwd/bwd", "params", "saved/sample"});
   for (const auto& l : p.layers) {
-    t.add({l.name, l.kind, fmt_seconds(l.timings.back().forward_s),
-           fmt_seconds(l.timings.back().backward_s),
-           fmt::format("{:.2f}x", l.timings.back().contention), fmt_bytes(l.param_bytes),
+    const LayerTiming& x = l.timings.back();
+    const double kb = x.contention_backward > 0 ? x.contention_backward : x.contention;
+    t.add({l.name, l.kind, fmt_seconds(x.forward_s), fmt_seconds(x.backward_s),
+           fmt::format("{:.2f}x / {:.2f}x", x.contention, kb), fmt_bytes(l.param_bytes),
            fmt_bytes(l.saved_bytes_per_sample)});
   }
   std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(),

@@ -21,15 +21,17 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
                                  options_.frozen_layers));
   }
   for (const auto& layer : profile_.layers) {
-    std::vector<double> b, f, bw, r, c;
+    std::vector<double> b, f, bw, r, c, cb;
     for (const auto& t : layer.timings) {
       b.push_back(t.micro_batch);
       f.push_back(t.forward_s);
       bw.push_back(t.backward_s);
       r.push_back(t.recompute_s);
       c.push_back(t.contention);
+      cb.push_back(t.contention_backward > 0 ? t.contention_backward : t.contention);
     }
-    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r), fit_linear(b, c)});
+    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r), fit_linear(b, c),
+                     fit_linear(b, cb)});
   }
 }
 
@@ -58,6 +60,10 @@ double CostModel::optimizer_new_version_s(int layer) const {
 
 double CostModel::contention(int layer, double b) const {
   return std::max(1.0, fits(layer).contended(b));
+}
+
+double CostModel::contention_backward(int layer, double b) const {
+  return std::max(1.0, fits(layer).contended_backward(b));
 }
 
 double CostModel::device_slowdown(int device) const {
@@ -119,17 +125,17 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
   for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
   for (int l : layers) {
     const auto& p = profile_.layers[static_cast<size_t>(l)];
-    const double k = contention(l, b);
+    const double k = contention(l, b), kb = contention_backward(l, b);
     c.forward_s += forward_s(l, b);
     c.backward_s += backward_s(l, b);
     c.recompute_s += recompute_s(l, b);
     c.optimizer_s += optimizer_s(l);
     c.optimizer_new_version_s += optimizer_new_version_s(l);
     c.forward_shared_s += k * forward_s(l, b);
-    c.backward_shared_s += k * backward_s(l, b);
+    c.backward_shared_s += kb * backward_s(l, b);
     c.recompute_shared_s += k * recompute_s(l, b);
-    c.optimizer_shared_s += k * optimizer_s(l);
-    c.optimizer_new_version_shared_s += k * optimizer_new_version_s(l);
+    c.optimizer_shared_s += kb * optimizer_s(l);
+    c.optimizer_new_version_shared_s += kb * optimizer_new_version_s(l);
     const double footprint = 2 * p.param_bytes + p.optimizer_bytes;
     if (frozen(l)) {
       c.frozen_bytes += options_.lambda_frozen * footprint;

@@ -46,7 +46,8 @@ struct CostOptions {
 
 struct LayerFits {
   LinearFit forward, backward, recompute;
-  LinearFit contended;  // contention factor vs micro-batch size
+  LinearFit contended;           // contention factor vs micro-batch size (forward)
+  LinearFit contended_backward;  // the backward's
 };
 
 // Everything the engines need to know about one stage at one micro-batch size.
@@ -95,8 +96,10 @@ class CostModel {
   double recompute_s(int layer, double b) const;
   double optimizer_s(int layer) const;              // in place
   double optimizer_new_version_s(int layer) const;  // into a new weight version
-  // Slow-down of a layer while a device sharing its compute core works too (>= 1).
+  // Slow-down of a layer's forward (and recompute) while a device sharing its compute core works
+  // too (>= 1); of its backward (and optimizer step).
   double contention(int layer, double b) const;
+  double contention_backward(int layer, double b) const;
   // Compute-time multiplier of cluster device d: the profile's core_slowdown of the core a CPU
   // device runs on (the executor pins device d to core d mod cores); 1 for other devices.
   double device_slowdown(int device) const;

@@ -13,7 +13,8 @@ constexpr const char* kFormat = "pipetwin.profile";
 constexpr int kVersion = 1;
 
 LayerTiming timing_from_json(const JsonView& j) {
-  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "contention"});
+  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "contention",
+                "contention_backward"});
   LayerTiming t;
   const int64_t mb = j.integer("micro_batch");
   if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
@@ -26,8 +27,11 @@ LayerTiming timing_from_json(const JsonView& j) {
   t.backward_s = j.nonneg("backward_s");
   t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
   t.contention = j.positive_or("contention", 1.0);
-  if (t.contention < 1)
-    j.at("contention").fail(fmt::format("must be at least 1 ({} given)", t.contention));
+  for (const char* key : {"contention", "contention_backward"}) {
+    const double k = j.positive_or(key, 1.0);
+    if (k < 1) j.at(key).fail(fmt::format("must be at least 1 ({} given)", k));
+  }
+  t.contention_backward = j.positive_or("contention_backward", 0);
   return t;
 }
 
@@ -142,6 +146,8 @@ Json profile_to_json(const Profile& p) {
                  {"backward_s", t.backward_s},
                  {"recompute_s", t.recompute_s}};
       if (t.contention != 1.0) jt["contention"] = t.contention;
+      if (t.contention_backward > 0 && t.contention_backward != t.contention)
+        jt["contention_backward"] = t.contention_backward;
       timings.push_back(std::move(jt));
     }
     jl["timings"] = std::move(timings);

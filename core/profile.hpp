@@ -25,8 +25,12 @@ struct LayerTiming {
   double backward_s = 0;   // full backward: input and weight gradients
   double recompute_s = 0;  // forward again under checkpointing (usually == forward_s)
   // How much slower the layer runs while a device that shares its compute resources (the other
-  // hyper-thread of a CPU core) runs the same kind of work: measured time ratio, >= 1.
+  // core of a CPU, other streams of a GPU) runs another stage: measured time ratio, >= 1. The
+  // first is the forward's (and the recompute's); the second the backward's (and the optimizer
+  // step's), 0: not measured apart, the first stands for both. They differ: on this project's CPU
+  // machine a ViT block's backward slows by about 1.2 beside another stage, its forward barely.
   double contention = 1.0;
+  double contention_backward = 0;
 };
 
 struct LayerProfile {

@@ -26,9 +26,14 @@ PlanSpec cpu_spec(const std::string& schedule, int K, int M, double f, double b,
   return s;
 }
 
-double iteration_time(Plan plan, double contention, std::vector<double> core_slowdown = {}) {
+// `contention` for every pass; `backward` >= 1 for the backward's apart.
+double iteration_time(Plan plan, double contention, std::vector<double> core_slowdown = {},
+                      double backward = 0) {
   for (auto& l : plan.profile.layers) {
-    for (auto& t : l.timings) t.contention = contention;
+    for (auto& t : l.timings) {
+      t.contention = contention;
+      t.contention_backward = backward;
+    }
   }
   plan.profile.core_slowdown = std::move(core_slowdown);
   const PlanContext ctx(plan, 3);
@@ -42,6 +47,18 @@ TEST(SharedCore, GPipeTwoStagesSlowOnlyWhileBothCompute) {
   const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 2));
   EXPECT_NEAR(iteration_time(plan, 1.5), 7 * kMs, kTol);
   EXPECT_NEAR(iteration_time(plan, 1.0), 6 * kMs, kTol);
+}
+
+TEST(SharedCore, ForwardAndBackwardSlowByTheirOwnFactors) {
+  // K=2, M=2, f=1, b=2 ms. Forward contention 1, backward 1.5: F0(0) [0,1]; F0(1) with F1(0)
+  // [1,2]; F1(1) [2,3]; B1(0) [3,5]; B1(1) with B0(0) [5,8]; B0(1) [8,10].
+  const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 2, 2));
+  EXPECT_NEAR(iteration_time(plan, 1.0, {}, 1.5), 10 * kMs, kTol);
+  // The other way round: F0(1) with F1(0) [1,2.5]; F1(1) [2.5,3.5]; B1(0) [3.5,5.5]; B1(1) with
+  // B0(0) [5.5,7.5]; B0(1) [7.5,9.5].
+  EXPECT_NEAR(iteration_time(plan, 1.5, {}, 1.0), 9.5 * kMs, kTol);
+  // Not measured apart (0): the forward's factor stands for both, 11.5 ms.
+  EXPECT_NEAR(iteration_time(plan, 1.5, {}, 0), iteration_time(plan, 1.5, {}, 1.5), kTol);
 }
 
 TEST(SharedCore, StreamSetsOfOneGpuShareItTheSameWay) {

@@ -53,7 +53,8 @@ Profile full_profile() {
     LayerProfile l;
     l.name = "block" + std::to_string(i);
     l.kind = i == 1 ? "attention" : "mlp";
-    l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i, 1.0}, {8, 0.7 + i, 1.3 + i, 0.75 + i, 1.25 + i}};
+    l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i, 1.0},
+                 {8, 0.7 + i, 1.3 + i, 0.75 + i, 1.25 + i, i == 0 ? 0 : 1.5 + i}};
     l.output_bytes_per_sample = 1e6 / 3 + i;
     l.saved_bytes_per_sample = 2e6 + i;
     l.backward_bytes_per_sample = i == 1 ? 3e6 : 0;  // measured on one layer only
@@ -88,6 +89,7 @@ void expect_same(const Profile& a, const Profile& b) {
       EXPECT_EQ(x.timings[j].backward_s, y.timings[j].backward_s);
       EXPECT_EQ(x.timings[j].recompute_s, y.timings[j].recompute_s);
       EXPECT_EQ(x.timings[j].contention, y.timings[j].contention);
+      EXPECT_EQ(x.timings[j].contention_backward, y.timings[j].contention_backward);
     }
     EXPECT_EQ(x.output_bytes_per_sample, y.output_bytes_per_sample);
     EXPECT_EQ(x.saved_bytes_per_sample, y.saved_bytes_per_sample);
@@ -229,6 +231,10 @@ TEST(ProfileErrors, ContentionAndCoreSlowdown) {
   EXPECT_EQ(error_of(doc),
             "p.json: layers[1].timings[0].contention: must be at least 1 (0.8 given)");
   doc = valid_doc();
+  doc["layers"][0]["timings"][1]["contention_backward"] = 0.9;
+  EXPECT_EQ(error_of(doc),
+            "p.json: layers[0].timings[1].contention_backward: must be at least 1 (0.9 given)");
+  doc = valid_doc();
   doc["core_slowdown"] = Json::array({1.0, 0.0});
   EXPECT_THAT(error_of(doc), StartsWith("p.json: core_slowdown[1]: expected a positive number"));
 }
@@ -275,7 +281,7 @@ TEST(ProfileErrors, UnknownFieldsAtEveryLevel) {
   doc["layers"][0]["timings"][0]["memory"] = 3;
   EXPECT_EQ(error_of(doc),
             "p.json: layers[0].timings[0].memory: unknown field (known: "
-            "micro_batch, forward_s, backward_s, recompute_s, contention)");
+            "micro_batch, forward_s, backward_s, recompute_s, contention, contention_backward)");
   doc = valid_doc();
   doc["edges"] = {{{"from", 0}, {"to", 1}, {"bytes_per_sample", 1}, {"dtype", "f"}}};
   EXPECT_EQ(error_of(doc),
