@@ -38,59 +38,77 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
 
 void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
   const size_t n = model_.layers.size();
-  std::vector<at::Tensor> leaf(n), skip(n), y(n);
-  if (!chain(leaf, skip, y, t ? &t->forward : nullptr, keep_going)) return;    // forward
-  if (!chain(leaf, skip, y, t ? &t->recompute : nullptr, keep_going)) return;  // recompute
-  for (size_t l = n; l-- > 0;) {
-    if (stopped(keep_going)) return;
-    // The gradient of layer l's output: from the next layer, and from the layers that read it
-    // through a skip connection.
-    at::Tensor g = l + 1 < n ? leaf[l + 1].grad() : at::Tensor();
-    for (size_t c = l + 2; c < n; ++c) {
-      if (model_.layers[c].skip_from == static_cast<int>(l)) g = g + skip[c].grad();
-    }
-    const auto a = device_.mark();
-    if (l + 1 == n) {
-      y[l].backward();
-    } else {
-      y[l].backward(g);
-    }
-    if (t) t->backward[l].push_back(device_.seconds(*a, *device_.mark()));
-  }
-  const bool in_place = t == nullptr || t->passes++ % 2 == 0;
-  for (size_t l = 0; l < n; ++l) {
-    const auto params = model_.layers[l].parameters();
-    if (params.empty() || stopped(keep_going)) continue;
-    std::vector<at::Tensor> grads;
-    for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-    const auto a = device_.mark();
-    optimizers_[l].step(in_place ? out_[l] : params, grads, out_[l]);
-    at::NoGradGuard no_grad;
-    for (auto& g : grads) g.zero_();
-    if (t) {
-      (in_place ? t->optimizer : t->optimizer_new_version)[l].push_back(
-          device_.seconds(*a, *device_.mark()));
+  if (graph_.y.size() != n) graph_ = Graph(n), replay_ = Graph(n);
+  for (; pos_ < kPhases * n; ++pos_) {
+    if (stopped(keep_going)) return;  // resumed here by the next call
+    const auto phase = static_cast<Phase>(pos_ / n);
+    const size_t i = pos_ % n;
+    switch (phase) {
+      case Phase::kWarmForward:
+        chain_layer(i, graph_, nullptr);
+        break;
+      case Phase::kForward:
+        chain_layer(i, graph_, t ? &t->forward : nullptr);
+        break;
+      case Phase::kRecompute:
+        chain_layer(i, replay_, t ? &t->recompute : nullptr);
+        break;
+      case Phase::kBackward:
+        if (i == 0) replay_ = Graph(n);
+        backward_layer(n - 1 - i, t);
+        break;
+      case Phase::kStep:
+        if (i == 0) in_place_ = t == nullptr || t->passes++ % 2 == 0;
+        step_layer(i, t);
+        break;
     }
   }
+  pos_ = 0;
 }
 
-bool SequenceRunner::chain(std::vector<at::Tensor>& leaf, std::vector<at::Tensor>& skip,
-                           std::vector<at::Tensor>& y, Samples* times,
-                           const std::atomic<bool>* keep_going) {
+void SequenceRunner::chain_layer(size_t l, Graph& g, Samples* times) {
   const size_t n = model_.layers.size();
-  at::Tensor x = input_;
-  for (size_t l = 0; l < n; ++l) {
-    if (stopped(keep_going)) return false;
-    const auto a = device_.mark();
-    leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
-    const int from = model_.layers[l].skip_from;
-    if (from >= 0) skip[l] = y[static_cast<size_t>(from)].detach().requires_grad_(true);
-    y[l] = model_.layers[l].forward(leaf[l], skip[l]);
-    if (l + 1 == n) y[l] = model_.per_sample_loss(y[l], target_).sum();
-    if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
-    x = y[l];
+  const auto a = device_.mark();
+  const at::Tensor x = l == 0 ? input_ : g.y[l - 1];
+  g.leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
+  const int from = model_.layers[l].skip_from;
+  if (from >= 0) g.skip[l] = g.y[static_cast<size_t>(from)].detach().requires_grad_(true);
+  g.y[l] = model_.layers[l].forward(g.leaf[l], g.skip[l]);
+  if (l + 1 == n) g.y[l] = model_.per_sample_loss(g.y[l], target_).sum();
+  if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
+}
+
+void SequenceRunner::backward_layer(size_t l, PassTimes* t) {
+  const size_t n = model_.layers.size();
+  Graph& f = graph_;
+  // The gradient of layer l's output: from the next layer, and from the layers that read it
+  // through a skip connection.
+  at::Tensor g = l + 1 < n ? f.leaf[l + 1].grad() : at::Tensor();
+  for (size_t c = l + 2; c < n; ++c) {
+    if (model_.layers[c].skip_from == static_cast<int>(l)) g = g + f.skip[c].grad();
   }
-  return true;
+  const auto a = device_.mark();
+  if (l + 1 == n) {
+    f.y[l].backward();
+  } else {
+    f.y[l].backward(g);
+  }
+  if (t) t->backward[l].push_back(device_.seconds(*a, *device_.mark()));
+}
+
+void SequenceRunner::step_layer(size_t l, PassTimes* t) {
+  const auto params = model_.layers[l].parameters();
+  if (params.empty()) return;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
+  const auto a = device_.mark();
+  optimizers_[l].step(in_place_ ? out_[l] : params, grads, out_[l]);
+  at::NoGradGuard no_grad;
+  for (auto& g : grads) g.zero_();
+  if (t) {
+    (in_place_ ? t->optimizer : t->optimizer_new_version)[l].push_back(
+        device_.seconds(*a, *device_.mark()));
+  }
 }
 
 CoRunner::CoRunner(const models::LayeredModel& model, int micro_batch, const ProfileOptions& o,

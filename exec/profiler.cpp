@@ -98,6 +98,11 @@ void describe_layers(Profile& p, const models::LayeredModel& model, const Profil
   }
 }
 
+// Contention factor: a time shared over the time alone, at least 1 (1 where nothing was timed).
+double ratio(double shared, double alone) {
+  return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
+}
+
 // Per layer, the optimizer step in place and into a new weight version (profile_passes.hpp).
 struct StepTimes {
   std::vector<double> in_place, new_version;
@@ -120,9 +125,13 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
     LayerTiming t{b, median(alone.forward[l]), median(alone.backward[l]),
                   median(alone.recompute[l])};
     if (contention) {
-      const double solo = t.forward_s + t.backward_s;
-      const double both = median(shared.forward[l]) + median(shared.backward[l]);
-      t.contention = solo > 0 ? std::max(1.0, both / solo) : 1.0;
+      // Apart for the forward (with the recompute, the same computation) and the backward: beside
+      // another stage a block's backward slows by about 1.25 on this project's CPU machine, its
+      // forward by about 1.05 (memory traffic: the backward streams weights, gradients and saved
+      // activations), so one factor for both over-predicts forwards and under-predicts backwards.
+      const double fr = t.forward_s + t.recompute_s;
+      t.contention = ratio(median(shared.forward[l]) + median(shared.recompute[l]), fr);
+      t.contention_backward = ratio(median(shared.backward[l]), t.backward_s);
     }
     out.push_back(t);
     if (steps) {

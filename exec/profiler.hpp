@@ -1,19 +1,23 @@
 // Profiler: measures a model's Profile (core/profile.hpp) on this machine.
 //
 // Layers are timed in sequence, the way a stage runs them, so each sees the caches a pipeline
-// run leaves it: one pass at micro-batch size b is the forward of every layer in order (timed per
-// layer; each layer's input is the previous output detached, which is what a stage with per-layer
-// backward does and costs nothing measurable), the forward again (the recompute that
-// checkpointing replays before backward, timed per layer), the backward of every layer in reverse
-// order on that graph (timed per layer; the last layer's backward starts at the loss) and one
+// run leaves it: one pass at micro-batch size b is the forward of every layer in order, untimed
+// and then timed per layer (each layer's input is the previous output detached, which is what a
+// stage with per-layer backward does and costs nothing measurable), the forward again (the
+// recompute that checkpointing replays before backward, timed per layer), the backward of every
+// layer in reverse order on the timed forward's graph (timed per layer; the last layer's backward starts at the loss) and one
 // optimizer step per layer on the gradients it produced (zeroing them after, as a stage does). Each
 // figure is the median over `repeats` passes after `warmup` passes. The first layer computes no
 // input gradient, as the first stage does not.
 //
 // Contention: where the process may use two cores or more and `contention` is on, the passes are
 // repeated while a co-runner thread, pinned to the second core with its own copy of the model,
-// runs the same passes without pause; each layer's contention factor at size b is its
-// (forward + backward) time with the co-runner over its time alone, at least 1. On the CI
+// runs the same passes without pause; each layer's contention factors at size b are its times
+// with the co-runner over its times alone, at least 1: one for the forward (forward + recompute)
+// and one for the backward (it applies to the optimizer step too), since they differ (profiler.cpp).
+// The co-runner's passes run on across pauses, so a measured layer sees any part of its pass;
+// what slows a pass depends mostly on its own kind, not on the kind beside it (a BERT-tiny
+// block: backward 1.28 beside forwards, 1.26 beside backwards). On the CI
 // machine class the two vCPUs share one physical core (hardware/devices.json, cpu-core
 // core_sharing), and the simulator uses this factor while two stages of a core compute at once.
 // The co-runner runs the same layers rather than another stage's: a careful approximation, since

@@ -1,12 +1,18 @@
 // The profiler (exec/profiler.hpp): what it measures matches the model it measures.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
+#include "exec/device.hpp"
 #include "exec/host.hpp"
+#include "exec/profile_passes.hpp"
 #include "exec/profiler.hpp"
+#include "models/zoo.hpp"
 
 namespace pipetwin::exec {
 namespace {
@@ -83,9 +89,69 @@ TEST(Profiler, ContentionIsMeasuredOnlyWithASecondCore) {
   const bool two = usable_cores() >= 2;
   EXPECT_EQ(on.notes.find("co-runner") != std::string::npos, two) << on.notes;
   if (two) {
+    for (const auto& l : on.layers) {
+      for (const auto& t : l.timings) {
+        EXPECT_GE(t.contention, 1.0) << l.name;
+        EXPECT_GE(t.contention_backward, 1.0) << l.name << ": measured apart from the forward's";
+      }
+    }
     ASSERT_EQ(on.core_slowdown.size(), static_cast<size_t>(std::min(usable_cores(), 8)));
     EXPECT_EQ(on.core_slowdown[0], 1.0);  // relative to the core the layers were timed on
     for (double s : on.core_slowdown) EXPECT_GT(s, 0);
+  }
+}
+
+// A pass times every layer once per kind (the untimed warm-up forward not among them), and one
+// stopped by `keep_going` goes on where it stopped: the co-runner's passes run on across pauses.
+TEST(Profiler, PassesTimeEachKindOnceAndResumeWhereTheyStopped) {
+  const std::unique_ptr<Device> device = make_device("cpu", 0);
+  for (const char* name : {kModel, "unet:B=2,C=4,image=32"}) {
+    models::LayeredModel model = models::build_model(name, at::kFloat, 1);
+    const size_t n = model.layers.size();
+    SequenceRunner runner(model, 2, quick(), *device);
+    PassTimes t(n);
+    std::atomic<bool> go{false};
+    runner.pass(&t, &go);  // stopped before its first layer
+    EXPECT_EQ(t.passes, 0);
+    runner.pass(&t);
+    go = true;
+    runner.pass(&t, &go);
+    EXPECT_EQ(t.passes, 2);
+    for (size_t l = 0; l < n; ++l) {
+      EXPECT_EQ(t.forward[l].size(), 2u) << name << " layer " << l;
+      EXPECT_EQ(t.recompute[l].size(), 2u) << name << " layer " << l;
+      EXPECT_EQ(t.backward[l].size(), 2u) << name << " layer " << l;
+      if (model.layers[l].parameters().empty()) continue;
+      EXPECT_EQ(t.optimizer[l].size(), 1u) << name << " layer " << l;  // the two steps take turns
+      EXPECT_EQ(t.optimizer_new_version[l].size(), 1u) << name << " layer " << l;
+    }
+  }
+}
+
+// Stopped mid-pass from another thread, the next call finishes that pass: every kind is timed
+// as often as passes completed, never a layer twice in one pass.
+TEST(Profiler, APassStoppedMidwayIsFinishedByTheNextCall) {
+  const std::unique_ptr<Device> device = make_device("cpu", 0);
+  models::LayeredModel model = models::build_model(kModel, at::kFloat, 1);
+  const size_t n = model.layers.size();
+  SequenceRunner runner(model, 4, quick(), *device);
+  PassTimes t(n);
+  std::atomic<bool> go{true};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    go = false;
+  });
+  while (go.load()) runner.pass(&t, &go);
+  stopper.join();
+  const int64_t started = t.passes;
+  runner.pass(&t);  // finishes the pass the stop cut short, if it did
+  EXPECT_GE(t.passes, started);
+  EXPECT_LE(t.passes, started + 1);
+  const auto passes = static_cast<size_t>(t.passes);
+  for (size_t l = 0; l < n; ++l) {
+    EXPECT_EQ(t.forward[l].size(), passes) << "layer " << l;
+    EXPECT_EQ(t.recompute[l].size(), passes) << "layer " << l;
+    EXPECT_EQ(t.backward[l].size(), passes) << "layer " << l;
   }
 }
 
