@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -27,11 +28,11 @@ LayerTiming timing_from_json(const JsonView& j) {
   t.backward_s = j.nonneg("backward_s");
   t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
   t.contention = j.positive_or("contention", 1.0);
-  for (const char* key : {"contention", "contention_backward"}) {
-    const double k = j.positive_or(key, 1.0);
-    if (k < 1) j.at(key).fail(fmt::format("must be at least 1 ({} given)", k));
+  t.contention_backward = j.positive_or("contention_backward", 0);  // 0: absent
+  for (const auto& [key, k] : {std::pair<const char*, double>{"contention", t.contention},
+                               {"contention_backward", t.contention_backward}}) {
+    if (k != 0 && k < 1) j.at(key).fail(fmt::format("must be at least 1 ({} given)", k));
   }
-  t.contention_backward = j.positive_or("contention_backward", 0);
   return t;
 }
 

@@ -80,7 +80,7 @@ void SequenceRunner::chain_layer(size_t l, Graph& g, Samples* times) {
 
 void SequenceRunner::backward_layer(size_t l, PassTimes* t) {
   const size_t n = model_.layers.size();
-  Graph& f = graph_;
+  const Graph& f = graph_;  // the timed forward's (profile_passes.hpp)
   // The gradient of layer l's output: from the next layer, and from the layers that read it
   // through a skip connection.
   at::Tensor g = l + 1 < n ? f.leaf[l + 1].grad() : at::Tensor();
