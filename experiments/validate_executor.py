@@ -8,12 +8,15 @@ of the measured steady window (metrics iteration_time_median_s).
 
 The vCPUs of a cloud VM change speed over seconds to minutes (we measured one vCPU 27% slower
 than the other for a while, then both alike; the same plan's run 7% apart a minute later), and a
-prediction is of the machine as its profile found it. So each measurement is bracketed: profile,
-run, profile again, and the plan simulated with both profiles; the prediction is the mean of the
-two. When they disagree by more than --max-drift the host changed speed across the run and the
-comparison would measure the host, not the model: the point is measured again (at most
---attempts times; if the host never holds still, the steadiest attempt counts and the table says
-so). The profile's core_slowdown carries the per-core speeds of the moment.
+prediction is of the machine as its profile found it. So each run is bracketed: profile, run,
+profile, run, profile, ... (one profile between two runs brackets both), and a run's prediction is
+the mean of the plan simulated with the profiles either side of it. When the two disagree by more
+than --max-drift the host changed speed across the run, and the comparison would measure the
+host, not the model: that round does not count. A point is --rounds rounds that held still (at
+most --max-rounds run; if fewer held still, the steadiest count and the table says so), and the
+round with the median error is the point's: the host moves by more than the model's error within
+minutes, either way, and a single round reads the host as much as the model. The profile's
+core_slowdown carries the per-core speeds of the moment.
 
 On a GPU (--device cuda, a build against a CUDA LibTorch): the profile is measured there with CUDA
 events, the plan is for --cluster (say h100-1gpu: the K stages are stream sets of one GPU), and the
@@ -59,47 +62,58 @@ def profile(args, model, b, path):
        "--device", args.device, "-q", "-o", path)
 
 
-def attempt(args, tmp, model, schedule, M, prof):
-    """One bracketed measurement: profile, plan, run, profile again. Returns the predictions from
-    the profile before and the one after, and the measured median step."""
-    b = args.batch // M
-    plan, meas, after = (os.path.join(tmp, n) for n in ("plan.json", "run.json", "after.profile.json"))
-    profile(args, model, b, prof)
+def plan_point(args, tmp, model, schedule, M, prof):
+    """Profile at the micro-batch size B/M into `prof` and plan K stages from it; returns the plan."""
+    plan = os.path.join(tmp, "plan.json")
+    profile(args, model, args.batch // M, prof)
     sh(args.pipetwin, "plan", "--model", model, "--profile", prof, "--cluster", args.cluster, "-K", str(args.stages),
        "--schedule", schedule, "-B", str(args.batch), "-M", str(M), "--partitioner", "balance-time",
        "--iterations", str(args.iterations), "-q", "-o", plan)
-    before_s = predict(args, plan, prof, tmp)
-    sh(args.pipetwin, "run", "--plan", plan, "-q", "--metrics", meas, "--device", args.device)
-    profile(args, model, b, after)
-    after_s = predict(args, plan, after, tmp)
-    # Measured: the median step of the steady window, as this host stalls a step now and then (we
-    # saw isolated 40-60 ms stalls on vCPU 0).
-    return before_s, after_s, iteration_time(meas, "iteration_time_median_s")
+    return plan
+
+
+def rounds(args, tmp, model, M, plan, prof):
+    """Bracketed rounds of one plan: profile, run, profile, run, profile, ... (the profile between
+    two runs brackets both). A round: the run's median step, the predictions from the profiles
+    either side of it (the partition stays as planned), and the host's drift across it. Goes on
+    until --rounds rounds held still (drift <= --max-drift) or --max-rounds were run."""
+    meas, after = os.path.join(tmp, "run.json"), os.path.join(tmp, "after.profile.json")
+    before_s, out = predict(args, plan, prof, tmp), []
+    while len(out) < args.max_rounds and sum(r["steady"] for r in out) < args.rounds:
+        sh(args.pipetwin, "run", "--plan", plan, "-q", "--metrics", meas, "--device", args.device)
+        # Measured: the median step of the steady window, as this host stalls a step now and then
+        # (we saw isolated 40-60 ms stalls on vCPU 0).
+        m = iteration_time(meas, "iteration_time_median_s")
+        profile(args, model, args.batch // M, after)
+        after_s = predict(args, plan, after, tmp)
+        drift = abs(after_s - before_s) / before_s
+        out.append({"before": before_s, "after": after_s, "measured": m, "drift": drift,
+                    "steady": drift <= args.max_drift, "error": ((before_s + after_s) / 2 - m) / m})
+        before_s = after_s
+    return out
 
 
 def one(args, tmp, model, schedule, M):
-    """A point: bracketed attempts until the host held still across one (the predictions from the
-    profiles before and after the run agree within --max-drift), at most --attempts; the
-    prediction is the mean of the two. If none held still, the steadiest attempt counts."""
+    """A point: the plan's bracketed rounds; of those that held still (if none did, the steadiest
+    --rounds), the round with the median error counts. Within minutes this host's speed moves by
+    more than the model's error, either way; the median of a few steady rounds reads the model."""
     os.makedirs(os.path.join(args.out, "profiles"), exist_ok=True)
     prof = os.path.join(args.out, "profiles", f"{model.replace(':', '-')}-{schedule}-M{M}.profile.json")
-    best = None
-    for n in range(1, args.attempts + 1):
-        before_s, after_s, m = attempt(args, tmp, model, schedule, M, prof)
-        drift = abs(after_s - before_s) / before_s
-        if best is None or drift < best[0]:
-            best = (drift, before_s, after_s, m)
-        if drift <= args.max_drift:
-            break
-    drift, before_s, after_s, m = best
-    p = (before_s + after_s) / 2
+    plan = plan_point(args, tmp, model, schedule, M, prof)
+    done = rounds(args, tmp, model, M, plan, prof)
+    kept = [r for r in done if r["steady"]] or sorted(done, key=lambda r: r["drift"])[:args.rounds]
+    kept.sort(key=lambda r: r["error"])
+    r = kept[(len(kept) - 1) // 2]
     with open(prof) as f:
         slowdown = json.load(f).get("core_slowdown", [1.0])
     return {"model": model, "schedule": schedule, "K": args.stages, "M": M, "micro_batch": args.batch // M,
-            "predicted_ms": round(p * 1e3, 2), "measured_ms": round(m * 1e3, 2),
-            "error_pct": round(100 * (p - m) / m, 1), "before_ms": round(before_s * 1e3, 2),
-            "after_ms": round(after_s * 1e3, 2), "drift_pct": round(100 * drift, 1), "attempts": n,
-            "host_steady": drift <= args.max_drift, "core_slowdown": "/".join(f"{s:.2f}" for s in slowdown)}
+            "predicted_ms": round((r["before"] + r["after"]) / 2 * 1e3, 2),
+            "measured_ms": round(r["measured"] * 1e3, 2), "error_pct": round(100 * r["error"], 1),
+            "before_ms": round(r["before"] * 1e3, 2), "after_ms": round(r["after"] * 1e3, 2),
+            "drift_pct": round(100 * r["drift"], 1), "rounds": len(done),
+            "steady_rounds": sum(x["steady"] for x in done),
+            "round_errors_pct": "/".join(f"{100 * x['error']:+.1f}" for x in kept),
+            "host_steady": r["steady"], "core_slowdown": "/".join(f"{s:.2f}" for s in slowdown)}
 
 
 def main():
@@ -112,7 +126,8 @@ def main():
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=31, help="profile: timed passes per layer (median)")
-    ap.add_argument("--attempts", type=int, default=3, help="bracketed measurements per point, at most")
+    ap.add_argument("--rounds", type=int, default=3, help="bracketed rounds per point that held still")
+    ap.add_argument("--max-rounds", type=int, default=6, help="bracketed rounds per point, at most")
     ap.add_argument("--max-drift", type=float, default=0.04,
                     help="largest relative change of the prediction across a run (host speed drift)")
     ap.add_argument("--out", default=os.path.join(here, "results"))
@@ -128,8 +143,8 @@ def main():
                     r = rows[-1]
                     print(f"{model:10} {schedule:10} M={M:<2} predicted {r['predicted_ms']:8.2f} ms  "
                           f"measured {r['measured_ms']:8.2f} ms  error {r['error_pct']:+6.1f}%  "
-                          f"cores {r['core_slowdown']}  drift {r['drift_pct']:4.1f}% "
-                          f"({r['attempts']} attempt{'s' if r['attempts'] > 1 else ''})", flush=True)
+                          f"cores {r['core_slowdown']}  rounds {r['round_errors_pct']} "
+                          f"({r['steady_rounds']} of {r['rounds']} steady)", flush=True)
     errors = [abs(r["error_pct"]) for r in rows]
     median, worst = statistics.median(errors), max(errors)
     os.makedirs(args.out, exist_ok=True)
@@ -145,7 +160,7 @@ def main():
         f.write(f"\nmedian |error| {median:.1f}%, worst {worst:.1f}%\n")
         unsteady = [r for r in rows if not r["host_steady"]]
         if unsteady:
-            f.write(f"{len(unsteady)} point(s) without a steady attempt (host speed drifted by more than "
+            f.write(f"{len(unsteady)} point(s) whose median round did not hold still (host speed drifted by more than "
                     f"{100 * args.max_drift:.0f}% across every run)\n")
     print(f"median |error| {median:.1f}%, worst {worst:.1f}% over {len(rows)} runs "
           f"(targets: median <= 5%, worst <= 10%)")
