@@ -13,8 +13,8 @@ profile, run, profile, ... (one profile between two runs brackets both), and a r
 the mean of the plan simulated with the profiles either side of it. When the two disagree by more
 than --max-drift the host changed speed across the run, and the comparison would measure the
 host, not the model: that round does not count. A point is --rounds rounds that held still (at
-most --max-rounds run; if fewer held still, the steadiest count and the table says so), and the
-round with the median error is the point's: the host moves by more than the model's error within
+most --max-rounds run: if fewer held still, those; if none did, the steadiest --rounds, and the
+table says so), and the round with the median error is the point's: the host moves by more than the model's error within
 minutes, either way, and a single round reads the host as much as the model. The profile's
 core_slowdown carries the per-core speeds of the moment.
 
