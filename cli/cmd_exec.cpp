@@ -161,10 +161,9 @@ void run_profile(const ProfileArgs& a) {
            "contention fwd/bwd", "params", "saved/sample"});
   for (const auto& l : p.layers) {
     const LayerTiming& x = l.timings.back();
-    const double kb = x.contention_backward > 0 ? x.contention_backward : x.contention;
     t.add({l.name, l.kind, fmt_seconds(x.forward_s), fmt_seconds(x.backward_s),
-           fmt::format("{:.2f}x / {:.2f}x", x.contention, kb), fmt_bytes(l.param_bytes),
-           fmt_bytes(l.saved_bytes_per_sample)});
+           fmt::format("{:.2f}x / {:.2f}x", x.contention, x.backward_contention()),
+           fmt_bytes(l.param_bytes), fmt_bytes(l.saved_bytes_per_sample)});
   }
   std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(),
               p.layers.size(), t.render().c_str());

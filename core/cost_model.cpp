@@ -28,7 +28,7 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
       bw.push_back(t.backward_s);
       r.push_back(t.recompute_s);
       c.push_back(t.contention);
-      cb.push_back(t.contention_backward > 0 ? t.contention_backward : t.contention);
+      cb.push_back(t.backward_contention());
     }
     fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r), fit_linear(b, c),
                      fit_linear(b, cb)});

@@ -147,7 +147,7 @@ Json profile_to_json(const Profile& p) {
                  {"backward_s", t.backward_s},
                  {"recompute_s", t.recompute_s}};
       if (t.contention != 1.0) jt["contention"] = t.contention;
-      if (t.contention_backward > 0 && t.contention_backward != t.contention)
+      if (t.backward_contention() != t.contention)
         jt["contention_backward"] = t.contention_backward;
       timings.push_back(std::move(jt));
     }

@@ -31,6 +31,10 @@ struct LayerTiming {
   // machine a ViT block's backward slows by about 1.2 beside another stage, its forward barely.
   double contention = 1.0;
   double contention_backward = 0;
+  // The backward's factor: contention_backward where measured, else contention.
+  double backward_contention() const {
+    return contention_backward > 0 ? contention_backward : contention;
+  }
 };
 
 struct LayerProfile {
