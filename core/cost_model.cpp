@@ -30,8 +30,28 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
       c.push_back(t.contention);
       cb.push_back(t.backward_contention());
     }
-    fits_.push_back({fit_linear(b, f), fit_linear(b, bw), fit_linear(b, r), fit_linear(b, c),
-                     fit_linear(b, cb)});
+    LayerFits fits;
+    fits.forward = fit_linear(b, f);
+    fits.backward = fit_linear(b, bw);
+    fits.recompute = fit_linear(b, r);
+    fits.contended = fit_linear(b, c);
+    fits.contended_backward = fit_linear(b, cb);
+    fits_.push_back(std::move(fits));
+    fit_cold(layer, b);
+  }
+}
+
+void CostModel::fit_cold(const LayerProfile& layer, const std::vector<double>& b) {
+  LayerFits& fits = fits_.back();
+  for (size_t i = 0; i < profile_.cold_pauses_s.size(); ++i) {
+    std::vector<double> f, bw;
+    for (const auto& t : layer.timings) {
+      // profile_from_json checked the lengths; a profile built in code may leave them empty.
+      f.push_back(i < t.cold_forward_s.size() ? t.cold_forward_s[i] : 0);
+      bw.push_back(i < t.cold_backward_s.size() ? t.cold_backward_s[i] : 0);
+    }
+    fits.cold_forward.push_back(fit_linear(b, f));
+    fits.cold_backward.push_back(fit_linear(b, bw));
   }
 }
 
@@ -64,6 +84,18 @@ double CostModel::contention(int layer, double b) const {
 
 double CostModel::contention_backward(int layer, double b) const {
   return std::max(1.0, fits(layer).contended_backward(b));
+}
+
+double CostModel::cold_forward_s(int layer, double b, size_t pause) const {
+  const auto& fits = this->fits(layer).cold_forward;
+  if (pause >= fits.size()) return 0;
+  return fits[pause](b) * options_.compute_scale / contention(layer, b);
+}
+
+double CostModel::cold_backward_s(int layer, double b, size_t pause) const {
+  const auto& fits = this->fits(layer).cold_backward;
+  if (frozen(layer) || pause >= fits.size()) return 0;
+  return fits[pause](b) * options_.compute_scale / contention_backward(layer, b);
 }
 
 double CostModel::device_slowdown(int device) const {
@@ -136,6 +168,12 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     c.recompute_shared_s += k * recompute_s(l, b);
     c.optimizer_shared_s += kb * optimizer_s(l);
     c.optimizer_new_version_shared_s += kb * optimizer_new_version_s(l);
+    c.cold_forward_s.resize(cold_pauses().size());
+    c.cold_backward_s.resize(cold_pauses().size());
+    for (size_t i = 0; i < cold_pauses().size(); ++i) {
+      c.cold_forward_s[i] += cold_forward_s(l, b, i);
+      c.cold_backward_s[i] += cold_backward_s(l, b, i);
+    }
     const double footprint = 2 * p.param_bytes + p.optimizer_bytes;
     if (frozen(l)) {
       c.frozen_bytes += options_.lambda_frozen * footprint;

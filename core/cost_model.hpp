@@ -48,6 +48,7 @@ struct LayerFits {
   LinearFit forward, backward, recompute;
   LinearFit contended;           // contention factor vs micro-batch size (forward)
   LinearFit contended_backward;  // the backward's
+  std::vector<LinearFit> cold_forward, cold_backward;  // per cold pause, vs micro-batch size
 };
 
 // Everything the engines need to know about one stage at one micro-batch size.
@@ -66,6 +67,10 @@ struct StageCost {
   double recompute_shared_s = 0;
   double optimizer_shared_s = 0;
   double optimizer_new_version_shared_s = 0;
+  // Cold starts: per wait of the profile's cold_pauses_s, what a forward (and a recompute) and a
+  // backward cost more when they start after their device waited that long, at the unshared
+  // speed (the profile's figures over the contention factor); empty: not measured.
+  std::vector<double> cold_forward_s, cold_backward_s;
   double input_bytes = 0;  // per micro-batch: activations received (or the model input)
   double saved_bytes = 0;  // per micro-batch: activations kept for backward
   // Per micro-batch: the most a backward holds on top of the saved activations (gradients in
@@ -100,6 +105,11 @@ class CostModel {
   // too (>= 1); of its backward (and optimizer step).
   double contention(int layer, double b) const;
   double contention_backward(int layer, double b) const;
+  // What the layer's forward / backward costs more after its device waited cold_pauses()[i],
+  // at the unshared speed (StageCost::cold_forward_s); 0 where the profile has no cold figures.
+  double cold_forward_s(int layer, double b, size_t pause) const;
+  double cold_backward_s(int layer, double b, size_t pause) const;
+  const std::vector<double>& cold_pauses() const { return profile_.cold_pauses_s; }
   // Compute-time multiplier of cluster device d: the profile's core_slowdown of the core a CPU
   // device runs on (the executor pins device d to core d mod cores); 1 for other devices.
   double device_slowdown(int device) const;
@@ -123,6 +133,8 @@ class CostModel {
   std::vector<StageEdge> stage_edges(const std::vector<int>& stage_of_layer) const;
 
  private:
+  void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
+
   Profile profile_;
   Cluster cluster_;
   CostOptions options_;

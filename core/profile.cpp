@@ -13,9 +13,22 @@ namespace {
 constexpr const char* kFormat = "pipetwin.profile";
 constexpr int kVersion = 1;
 
-LayerTiming timing_from_json(const JsonView& j) {
+// The figures of a cold-start array: one non-negative number per cold pause.
+std::vector<double> cold_from_json(const JsonView& j, std::string_view key, size_t pauses) {
+  std::vector<double> v;
+  const auto a = j.find(key);
+  if (!a) return v;
+  if (a->size() != pauses) {
+    a->fail(fmt::format("needs one figure per cold_pauses_s entry ({} given, {} expected)",
+                        a->size(), pauses));
+  }
+  for (const auto& x : a->items()) v.push_back(x.as_nonneg());
+  return v;
+}
+
+LayerTiming timing_from_json(const JsonView& j, size_t pauses) {
   j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "contention",
-                "contention_backward"});
+                "contention_backward", "cold_forward_s", "cold_backward_s"});
   LayerTiming t;
   const int64_t mb = j.integer("micro_batch");
   if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
@@ -33,10 +46,12 @@ LayerTiming timing_from_json(const JsonView& j) {
                                {"contention_backward", t.contention_backward}}) {
     if (k != 0 && k < 1) j.at(key).fail(fmt::format("must be at least 1 ({} given)", k));
   }
+  t.cold_forward_s = cold_from_json(j, "cold_forward_s", pauses);
+  t.cold_backward_s = cold_from_json(j, "cold_backward_s", pauses);
   return t;
 }
 
-LayerProfile layer_from_json(const JsonView& j) {
+LayerProfile layer_from_json(const JsonView& j, size_t pauses) {
   j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
                 "backward_bytes_per_sample", "param_bytes", "optimizer_bytes", "optimizer_step_s",
                 "optimizer_new_version_s"});
@@ -48,7 +63,7 @@ LayerProfile layer_from_json(const JsonView& j) {
   if (timings.size() == 0) timings.fail("needs at least one micro-batch size");
   std::set<int> seen;
   for (const auto& t : timings.items()) {
-    l.timings.push_back(timing_from_json(t));
+    l.timings.push_back(timing_from_json(t, pauses));
     if (!seen.insert(l.timings.back().micro_batch).second) {
       t.at("micro_batch")
           .fail(fmt::format("micro-batch size {} profiled twice", l.timings.back().micro_batch));
@@ -78,7 +93,7 @@ std::vector<ProfileEdge> Profile::effective_edges() const {
 Profile profile_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes",
-                  "input_bytes_per_sample", "layers", "edges", "core_slowdown"});
+                  "input_bytes_per_sample", "layers", "edges", "core_slowdown", "cold_pauses_s"});
   Profile p;
   p.model = doc.string("model");
   p.device = doc.string("device");
@@ -90,11 +105,20 @@ Profile profile_from_json(const JsonView& doc) {
   }
   p.notes = doc.string_or("notes", "");
   p.input_bytes_per_sample = doc.nonneg_or("input_bytes_per_sample", 0);
+  if (auto pauses = doc.find("cold_pauses_s")) {
+    for (const auto& v : pauses->items()) {
+      const double w = v.as_positive();
+      if (!p.cold_pauses_s.empty() && w <= p.cold_pauses_s.back()) {
+        v.fail(fmt::format("cold pauses must increase ({} after {})", w, p.cold_pauses_s.back()));
+      }
+      p.cold_pauses_s.push_back(w);
+    }
+  }
   const JsonView layers = doc.at("layers");
   if (layers.size() == 0) layers.fail("a profile needs at least one layer");
   std::set<std::string> names;
   for (const auto& l : layers.items()) {
-    p.layers.push_back(layer_from_json(l));
+    p.layers.push_back(layer_from_json(l, p.cold_pauses_s.size()));
     if (!names.insert(p.layers.back().name).second) {
       l.at("name").fail(fmt::format("duplicate layer name \"{}\"", p.layers.back().name));
     }
@@ -135,6 +159,7 @@ Json profile_to_json(const Profile& p) {
   if (!p.notes.empty()) doc["notes"] = p.notes;
   doc["input_bytes_per_sample"] = p.input_bytes_per_sample;
   if (!p.core_slowdown.empty()) doc["core_slowdown"] = p.core_slowdown;
+  if (!p.cold_pauses_s.empty()) doc["cold_pauses_s"] = p.cold_pauses_s;
   Json layers = Json::array();
   for (const auto& l : p.layers) {
     Json jl;
@@ -149,6 +174,8 @@ Json profile_to_json(const Profile& p) {
       if (t.contention != 1.0) jt["contention"] = t.contention;
       if (t.backward_contention() != t.contention)
         jt["contention_backward"] = t.contention_backward;
+      if (!t.cold_forward_s.empty()) jt["cold_forward_s"] = t.cold_forward_s;
+      if (!t.cold_backward_s.empty()) jt["cold_backward_s"] = t.cold_backward_s;
       timings.push_back(std::move(jt));
     }
     jl["timings"] = std::move(timings);

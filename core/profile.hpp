@@ -35,6 +35,12 @@ struct LayerTiming {
   double backward_contention() const {
     return contention_backward > 0 ? contention_backward : contention;
   }
+  // What the forward (and the recompute) and the backward cost more when they start after their
+  // device waited for Profile::cold_pauses_s[i] while a device sharing its caches computed (the
+  // other hyper-thread of a CPU core): seconds, one per pause, measured beside that device (so
+  // already at the contended speed); empty: not measured. The wait lets the other stage evict
+  // this one's weights and saved activations, which the pass then reads back from memory.
+  std::vector<double> cold_forward_s{}, cold_backward_s{};
 };
 
 struct LayerProfile {
@@ -75,6 +81,9 @@ struct Profile {
   // on the first core (where the layer times were taken); empty: cores are alike. Cores of one
   // virtual machine need not be alike (we measured one vCPU 27% slower than the other, steadily).
   std::vector<double> core_slowdown;
+  // The waits, in seconds and increasing, at which the layers' cold_forward_s / cold_backward_s
+  // were measured; empty: not measured.
+  std::vector<double> cold_pauses_s;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Explicit edges, or the implied chain.

@@ -102,7 +102,12 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
     const double r = rec.at(i, f);
     const double o = overhead.at(i, 0.0);
     for (int mb : {1, 2, 4, 8}) {
-      l.timings.push_back({mb, (o + f * mb) * kMs, (o + b * mb) * kMs, (o + r * mb) * kMs});
+      LayerTiming t;
+      t.micro_batch = mb;
+      t.forward_s = (o + f * mb) * kMs;
+      t.backward_s = (o + b * mb) * kMs;
+      t.recompute_s = (o + r * mb) * kMs;
+      l.timings.push_back(t);
     }
     l.output_bytes_per_sample = act.at(i, 0.0) * kKiB;
     l.saved_bytes_per_sample = saved.at(i, act.at(i, 0.0)) * kKiB;

@@ -62,6 +62,17 @@ void Engine::reset(const TaskGraph& g, std::vector<double>& start, std::vector<d
   ready_.assign(static_cast<size_t>(n), 0);
   group_ready_.assign(g.group_begin.empty() ? 0 : g.group_begin.size() - 1, 0);
   queue_.clear();
+  if (!g.cold_extra.empty()) {
+    if (g.cold_extra.size() != g.cold_waits.size() * static_cast<size_t>(n)) {
+      throw std::invalid_argument(fmt::format("cold_extra holds {} figures, {} expected",
+                                              g.cold_extra.size(),
+                                              g.cold_waits.size() * static_cast<size_t>(n)));
+    }
+    last_end_.assign(static_cast<size_t>(g.num_streams), 0.0);
+    scale_.assign(static_cast<size_t>(n), 1.0);
+  } else {
+    scale_.clear();
+  }
   if (!g.stream_share.empty()) {
     int shares = 0;
     for (int32_t sh : g.stream_share) shares = std::max(shares, sh + 1);
@@ -99,6 +110,7 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
     ++completed;
     const auto s = static_cast<size_t>(g.stream[task]);
     busy_[s] = 0;
+    if (!scale_.empty()) last_end_[s] = e.time;
     ++head_[s];
     for (int32_t k = g.out_begin[task]; k < g.out_begin[task + 1]; ++k) {
       const int32_t dst = g.out_task[static_cast<size_t>(k)];
@@ -149,7 +161,8 @@ void Engine::reshare(const TaskGraph& g, int share, double now) {
     const auto t = static_cast<size_t>(id);
     left_[t] = std::max(0.0, left_[t] - (now - since_[t]) * rate_[t]);
     since_[t] = now;
-    const double d = shared && !g.shared_duration.empty() ? g.shared_duration[t] : g.duration[t];
+    const double d = (shared && !g.shared_duration.empty() ? g.shared_duration[t] : g.duration[t]) *
+                     (scale_.empty() ? 1.0 : scale_[t]);
     rate_[t] = d > 0 ? 1.0 / d : 0.0;
     const double finish = d > 0 ? now + left_[t] * d : now;
     (*end_)[t] = finish;
@@ -157,11 +170,33 @@ void Engine::reshare(const TaskGraph& g, int share, double now) {
   }
 }
 
+double Engine::cold_scale(const TaskGraph& g, size_t t, double wait) const {
+  const double d = g.duration[t];
+  if (wait <= 0 || d <= 0) return 1.0;
+  const size_t n = g.cold_waits.size();
+  const double* x = g.cold_extra.data() + t * n;
+  double extra = n > 0 ? x[n - 1] : 0;  // flat after the last wait
+  double w0 = 0, x0 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (wait < g.cold_waits[i]) {
+      extra = x0 + (x[i] - x0) * (wait - w0) / (g.cold_waits[i] - w0);
+      break;
+    }
+    w0 = g.cold_waits[i];
+    x0 = x[i];
+  }
+  return 1.0 + std::max(0.0, extra) / d;
+}
+
 void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
   const auto t = static_cast<size_t>(task);
-  busy_[static_cast<size_t>(g.stream[t])] = 1;
+  const auto s = static_cast<size_t>(g.stream[t]);
+  busy_[s] = 1;
+  double scale = 1.0;
+  if (!scale_.empty()) scale = scale_[t] = cold_scale(g, t, now - last_end_[s]);
+  const double duration = g.duration[t] * scale;
   (*start_)[t] = now;
-  (*end_)[t] = now + g.duration[t];
+  (*end_)[t] = now + duration;
   const int share = share_of(g, task);
   if (share >= 0) {
     left_[t] = 1.0;
@@ -170,12 +205,11 @@ void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
     running_[static_cast<size_t>(share)].push_back(task);
     reshare(g, share, now);
   } else {
-    queue_.push(now + g.duration[t], task, kTaskEnd);
+    queue_.push(now + duration, task, kTaskEnd);
   }
   for (int32_t k = g.early_begin[t]; k < g.early_begin[t + 1]; ++k) {
-    const double offset = g.early_offset[static_cast<size_t>(k)];
-    queue_.push(now + std::min(offset, g.duration[t]), g.early_task[static_cast<size_t>(k)],
-                kEdgeReady);
+    const double offset = g.early_offset[static_cast<size_t>(k)] * scale;
+    queue_.push(now + std::min(offset, duration), g.early_task[static_cast<size_t>(k)], kEdgeReady);
   }
 }
 

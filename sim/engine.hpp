@@ -17,6 +17,10 @@
 // Edge offsets (a successor released before its predecessor ends: an all-reduce bucket whose
 // gradients are ready mid-backward) stay at their unshared times, an approximation.
 //
+// Cold starts: a task may cost more when its stream sat idle before it (its working set left the
+// caches meanwhile); the extra is a function of that wait, given per task, and stretches the
+// task's durations (and its edge offsets) by one factor fixed when it starts.
+//
 // Thread-safety: an Engine is not thread-safe; use one per thread. A TaskGraph is immutable once
 // prepared and may be shared by engines on several threads.
 #pragma once
@@ -46,6 +50,13 @@ struct TaskGraph {
   // duration while sharing (empty: equal to `duration`).
   std::vector<int32_t> stream_share;
   std::vector<double> shared_duration;
+  // Cold starts (optional): a task that starts after its stream waited w seconds (since the
+  // stream's last task ended, or since time 0) takes cold_extra(w) seconds more at its unshared
+  // speed, and proportionally more shared: cold_extra is piecewise linear through (0, 0) and
+  // (cold_waits[i], cold_extra[task * cold_waits.size() + i]), flat after the last wait. Empty:
+  // no cold starts.
+  std::vector<double> cold_waits;
+  std::vector<double> cold_extra;
 
   int num_tasks() const { return static_cast<int>(duration.size()); }
   // Builds the reverse edges the engine walks; call after filling the graph.
@@ -75,6 +86,8 @@ class Engine {
   void start_task(const TaskGraph& g, int32_t task, double now);
   // Processor sharing: re-times the running tasks of `share` after its membership changed.
   void reshare(const TaskGraph& g, int share, double now);
+  // Cold starts: the factor on task t's durations after its stream waited `wait` seconds.
+  double cold_scale(const TaskGraph& g, size_t t, double wait) const;
   int share_of(const TaskGraph& g, int32_t task) const {
     return g.stream_share.empty()
                ? -1
@@ -92,6 +105,9 @@ class Engine {
   std::vector<double> left_, since_, rate_;
   std::vector<uint32_t> epoch_;
   std::vector<std::vector<int32_t>> running_;
+  // Cold starts (only when the graph has them): per stream the end of its last task, per task
+  // the factor its durations were stretched by when it started.
+  std::vector<double> last_end_, scale_;
   std::vector<double>* start_ = nullptr;
   std::vector<double>* end_ = nullptr;
 };

@@ -1,5 +1,7 @@
 #include "sim/pipeline_sim.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/schedule/generators.hpp"
@@ -90,8 +92,36 @@ void PipelineSimulator::share_compute() {
     tasks_.shared_duration.resize(static_cast<size_t>(n));
     for (int id = 0; id < n; ++id)
       tasks_.shared_duration[static_cast<size_t>(id)] = shared_duration(id);
+    cold_starts();
   } else {
     tasks_.stream_share.clear();
+  }
+}
+
+void PipelineSimulator::cold_starts() {
+  // The profile's cold figures were measured beside a co-runner on the core's other half, which
+  // evicts a waiting stage's weights and activations from the caches they share: they apply to
+  // devices in a sharing group, where that is what the other stage does while this one waits.
+  const std::vector<double>& waits = ctx_.cost.cold_pauses();
+  if (waits.empty()) return;
+  const int n = schedule_.num_actions();
+  tasks_.cold_waits = waits;
+  tasks_.cold_extra.assign(static_cast<size_t>(n) * waits.size(), 0.0);
+  for (int id = 0; id < n; ++id) {
+    if (tasks_.stream_share[static_cast<size_t>(tasks_.stream[static_cast<size_t>(id)])] < 0)
+      continue;
+    const Action& a = schedule_.action(id);
+    const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
+    const std::vector<double>* extra = a.op == Op::kBackward ? &st.cold_backward_s
+                                       : a.op == Op::kForward || a.op == Op::kRecompute
+                                           ? &st.cold_forward_s
+                                           : nullptr;
+    if (extra == nullptr || extra->size() != waits.size()) continue;
+    for (size_t i = 0; i < waits.size(); ++i) {
+      double x = slowdown(id) * (*extra)[i];
+      if (i > 0) x = std::max(x, tasks_.cold_extra[static_cast<size_t>(id) * waits.size() + i - 1]);
+      tasks_.cold_extra[static_cast<size_t>(id) * waits.size() + i] = x;  // never less when longer
+    }
   }
 }
 

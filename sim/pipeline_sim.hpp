@@ -8,6 +8,9 @@
 // an all-reduce over the replicas of the stage, which may start once its bucket's last gradient
 // is produced inside the backward. The engine's start and end times become a predicted Timeline;
 // memory comes from walking the schedule (core/memory.hpp); metrics from core/metrics.hpp.
+// On devices that share a core, a forward, recompute or backward that starts after its device
+// waited costs the profile's cold-start extra for that wait (Profile::cold_pauses_s): the other
+// stage evicted its weights and activations meanwhile (engine.hpp, cold starts).
 //
 // PipelineSimulator keeps the task graph, so re-running it (sweeps, benchmarks) only re-runs the
 // engine.
@@ -48,6 +51,7 @@ class PipelineSimulator {
 
  private:
   void share_compute();  // processor sharing of the compute streams, if the cluster has any
+  void cold_starts();    // the profile's cold-start figures on the shared compute streams
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }

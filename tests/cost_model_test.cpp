@@ -270,6 +270,38 @@ TEST(StageCost, FrozenLayersHaveNoBackwardAndCountLambdaOfTheirFootprint) {
   EXPECT_EQ(c.buckets[0].first_layer, 2);
 }
 
+TEST(StageCost, ColdStartExtrasAreFittedSummedAndTakenToTheUnsharedSpeed) {
+  // Layer l, at b = 1 and 4: forward extras {0.1, 0.4} ms * (l + 1) after 1 ms and twice that
+  // after 4 ms; backward extras three times the forward's; contention 1.25 (forward) and 1.5
+  // (backward). The fit through b = 1 and 4 is exact, so at b = 2 layer l's forward extra after
+  // 1 ms is 0.2 (l + 1) ms as measured beside the co-runner, 0.2 (l + 1) / 1.25 alone.
+  Profile p = test::synthetic("uniform:layers=3,fwd_ms=1,bwd_ms=2");
+  p.cold_pauses_s = {1 * kMs, 4 * kMs};
+  for (size_t l = 0; l < 3; ++l) {
+    const double k = static_cast<double>(l + 1) * kMs;
+    p.layers[l].timings = {{1, 1 * kMs, 2 * kMs, 1 * kMs, 1.25, 1.5},
+                           {4, 4 * kMs, 8 * kMs, 4 * kMs, 1.25, 1.5}};
+    p.layers[l].timings[0].cold_forward_s = {0.1 * k, 0.2 * k};
+    p.layers[l].timings[0].cold_backward_s = {0.3 * k, 0.6 * k};
+    p.layers[l].timings[1].cold_forward_s = {0.4 * k, 0.8 * k};
+    p.layers[l].timings[1].cold_backward_s = {1.2 * k, 2.4 * k};
+  }
+  CostOptions o;
+  o.frozen_layers = 1;  // no backward, so no cold backward either
+  const CostModel cm(p, cluster(), o);
+  const StageCost c = cm.stage_cost({0, 1, 2}, 2);
+  ASSERT_EQ(c.cold_forward_s.size(), 2u);
+  ASSERT_EQ(c.cold_backward_s.size(), 2u);
+  EXPECT_NEAR(c.cold_forward_s[0], 0.2 * (1 + 2 + 3) / 1.25 * kMs, 1e-12);
+  EXPECT_NEAR(c.cold_forward_s[1], 0.4 * (1 + 2 + 3) / 1.25 * kMs, 1e-12);
+  EXPECT_NEAR(c.cold_backward_s[0], 0.6 * (2 + 3) / 1.5 * kMs, 1e-12);
+  EXPECT_NEAR(c.cold_backward_s[1], 1.2 * (2 + 3) / 1.5 * kMs, 1e-12);
+  // Without cold figures, none.
+  const StageCost plain = CostModel(four_layers(), cluster()).stage_cost({0, 1}, 2);
+  EXPECT_TRUE(plain.cold_forward_s.empty());
+  EXPECT_TRUE(plain.cold_backward_s.empty());
+}
+
 TEST(StageCost, BucketsAreReadyWhenTheirLowestLayersBackwardEnds) {
   // Backward 1, 2, 3, 4 ms (b = 1), 1 MiB per layer: buckets {3} and {0..2}. Backward runs from
   // layer 3 down: {3} is ready after 4 ms, {0..2} after 4 + 3 + 2 + 1 = 10 ms.

@@ -93,6 +93,68 @@ TEST(SharedCore, DataParallelReplicasAlwaysShare) {
   EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.25), 1.25 * 4 * 3 * kMs, kTol);
 }
 
+// The plan with cold-start figures on every layer: waits {1, 4} ms, forward extras `fwd` and
+// backward extras `bwd` (ms, measured beside the co-runner, so at the contended speed); returns
+// the simulated timeline.
+Timeline cold_timeline(Plan plan, double contention, std::vector<double> fwd,
+                       std::vector<double> bwd) {
+  for (auto& x : fwd) x *= kMs;
+  for (auto& x : bwd) x *= kMs;
+  plan.profile.cold_pauses_s = {1 * kMs, 4 * kMs};
+  for (auto& l : plan.profile.layers) {
+    for (auto& t : l.timings) {
+      t.contention = contention;
+      t.cold_forward_s = fwd;
+      t.cold_backward_s = bwd;
+    }
+  }
+  const PlanContext ctx(plan, 3);
+  return sim::simulate_plan(ctx).timeline;
+}
+
+// The [start, end] (ms) of the first step's `op` of `stage`.
+std::pair<double, double> span(const Timeline& t, Op op, int stage) {
+  for (const auto& e : t.events) {
+    if (e.action.op == op && e.action.stage == stage && e.action.step == 0)
+      return {e.start_s / kMs, e.end_s / kMs};
+  }
+  ADD_FAILURE() << "no such action";
+  return {0, 0};
+}
+
+TEST(ColdStart, AStageThatWaitedPaysTheExtraForItsWait) {
+  // Naive K=2, M=1, f=1, b=2 ms on one shared core; cold extras forward {0.1, 0.2} ms and
+  // backward {0.3, 0.6} ms after waits of {1, 4} ms. F0 [0,1] (its device starts the iteration:
+  // no wait); F1 waited 1 ms: [1, 2.1]; B1 right after it [2.1, 4.1]; B0 waited 3.1 ms:
+  // 0.3 + 0.3 * 2.1 / 3 = 0.51 ms more, [4.1, 6.61].
+  const Plan plan = synthetic_plan(cpu_spec("naive", 2, 1, 1, 2, 2));
+  const Timeline t = cold_timeline(plan, 1.0, {0.1, 0.2}, {0.3, 0.6});
+  EXPECT_NEAR(span(t, Op::kForward, 0).second, 1, kTol);
+  EXPECT_NEAR(span(t, Op::kForward, 1).second, 2.1, kTol);
+  EXPECT_NEAR(span(t, Op::kBackward, 1).second, 4.1, kTol);
+  EXPECT_NEAR(span(t, Op::kBackward, 0).first, 4.1, kTol);
+  EXPECT_NEAR(span(t, Op::kBackward, 0).second, 6.61, kTol);
+  // The figures hold at the contended speed: alone (naive never overlaps) they are that over the
+  // contention factor, 1.5 here.
+  const Timeline k = cold_timeline(plan, 1.5, {0.1, 0.2}, {0.3, 0.6});
+  EXPECT_NEAR(span(k, Op::kForward, 1).second, 2 + 0.1 / 1.5, kTol);
+  const double b0 = 4 + 0.1 / 1.5;  // B0 starts after F1 and B1, having waited b0 - 1 ms
+  EXPECT_NEAR(span(k, Op::kBackward, 0).second, b0 + 2 + (0.3 + 0.3 * (b0 - 1 - 1) / 3) / 1.5,
+              kTol);
+  // Only where devices share a core, as they did when the figures were measured.
+  const Plan apart = synthetic_plan(cpu_spec("naive", 2, 1, 1, 2, 0));
+  EXPECT_NEAR(span(cold_timeline(apart, 1.0, {0.1, 0.2}, {0.3, 0.6}), Op::kBackward, 0).second, 6,
+              kTol);
+}
+
+TEST(ColdStart, LongerWaitsNeverCostLess) {
+  // A profile whose longer wait measured less (noise) is read as the shorter one's: B0 waited
+  // 3 ms, so with backward extras {0.3, 0.1} it pays 0.3 ms, not less.
+  const Plan plan = synthetic_plan(cpu_spec("naive", 2, 1, 1, 2, 2));
+  EXPECT_NEAR(span(cold_timeline(plan, 1.0, {0, 0}, {0.3, 0.1}), Op::kBackward, 0).second, 6.3,
+              kTol);
+}
+
 TEST(CoreSlowdown, SlowCoreStretchesItsStage) {
   // Naive K=2, M=1, f=1, b=2 per stage; the second core takes twice as long: 1+2+4+2 = 9 ms.
   const Plan plan = synthetic_plan(cpu_spec("naive", 2, 1, 1, 2, 0));

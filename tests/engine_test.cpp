@@ -211,3 +211,85 @@ TEST(EngineSharing, SequentialTasksRunAtFullSpeed) {
 
 }  // namespace
 }  // namespace pipetwin::sim
+
+namespace pipetwin::sim {
+namespace {
+
+// Cold starts: stream 1's task waits for stream 0's; the extra is piecewise linear in the wait
+// through (0, 0), (0.5 s, 0.1 s), (2 s, 0.4 s), flat after.
+G cold_pair(double first, double second) {
+  G b;
+  const int a = b.task(0, first);
+  const int c = b.task(1, second);
+  b.dep(c, a);
+  b.g.cold_waits = {0.5, 2.0};
+  b.g.cold_extra = {0.1, 0.4, 0.1, 0.4};
+  return b;
+}
+
+TEST(EngineCold, ExtraInterpolatesInTheWait) {
+  G b = cold_pair(1.0, 2.0);  // waited 1 s: 0.1 + (1 - 0.5) / 1.5 * 0.3 = 0.2
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[0], 1.0);  // the first task of a stream that starts at 0 waited nothing
+  EXPECT_DOUBLE_EQ(s[1], 1.0);
+  EXPECT_NEAR(e[1], 3.2, 1e-12);
+}
+
+TEST(EngineCold, ShortWaitsScaleFromZeroAndLongOnesAreFlat) {
+  {
+    G b = cold_pair(0.25, 2.0);  // half the first wait: half its extra
+    std::vector<double> s, e;
+    Engine().run(b.build(), s, e);
+    EXPECT_NEAR(e[1] - s[1], 2.05, 1e-12);
+  }
+  {
+    G b = cold_pair(5.0, 2.0);  // beyond the last wait: its extra
+    std::vector<double> s, e;
+    Engine().run(b.build(), s, e);
+    EXPECT_NEAR(e[1] - s[1], 2.4, 1e-12);
+  }
+}
+
+TEST(EngineCold, BackToBackTasksPayNothing) {
+  G b;
+  const int a = b.task(0, 1.0);
+  const int c = b.task(0, 2.0);
+  b.g.cold_waits = {0.5};
+  b.g.cold_extra = {0.3, 0.3};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[a], 1.0);
+  EXPECT_DOUBLE_EQ(e[c], 3.0);
+}
+
+TEST(EngineCold, SharedTaskIsStretchedByTheSameFactor) {
+  // Streams 1 and 2 share a core. Task d (stream 2: 2 s alone, 4 s shared) starts at 0 and runs
+  // alone for 1 s, half its work. Task c (stream 1: 2 s alone, 3 s shared) waits 1 s for a, so
+  // its cold extra is 0.2 s alone: factor 1.1, 2.2 s alone, 3.3 s shared; it shares from t = 1.
+  G b;
+  const int a = b.task(0, 1.0);
+  const int c = b.task(1, 2.0);
+  const int d = b.task(2, 2.0);
+  b.dep(c, a);
+  b.g.stream_share = {-1, 0, 0};
+  b.g.shared_duration = {1.0, 3.0, 4.0};
+  b.g.cold_waits = {0.5, 2.0};
+  b.g.cold_extra = {0, 0, 0.1, 0.4, 0, 0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  // d: half its work left at t = 1, shared rate 1/4 per s: ends at 1 + 2 = 3. c: by t = 3 it did
+  // 2 / 3.3 of its work; the rest alone at 2.2 s per task: 2.2 * (1 - 2 / 3.3).
+  EXPECT_DOUBLE_EQ(e[d], 3.0);
+  EXPECT_NEAR(e[c], 3.0 + 2.2 * (1 - 2 / 3.3), 1e-12);
+}
+
+TEST(EngineCold, WrongNumberOfFiguresIsAnError) {
+  G b = cold_pair(1.0, 2.0);
+  b.g.cold_extra.pop_back();
+  std::vector<double> s, e;
+  EXPECT_THROW(Engine().run(b.build(), s, e), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim

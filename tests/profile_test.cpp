@@ -55,6 +55,10 @@ Profile full_profile() {
     l.kind = i == 1 ? "attention" : "mlp";
     l.timings = {{1, 0.1 + i, 0.2 + i, 0.15 + i, 1.0},
                  {8, 0.7 + i, 1.3 + i, 0.75 + i, 1.25 + i, i == 0 ? 0 : 1.5 + i}};
+    if (i != 1) {  // cold-start figures on two layers, one per cold pause
+      l.timings[0].cold_forward_s = {0.01 * i, 0.02};
+      l.timings[0].cold_backward_s = {0.03, 0.05 + i};
+    }
     l.output_bytes_per_sample = 1e6 / 3 + i;
     l.saved_bytes_per_sample = 2e6 + i;
     l.backward_bytes_per_sample = i == 1 ? 3e6 : 0;  // measured on one layer only
@@ -66,6 +70,7 @@ Profile full_profile() {
   }
   p.edges = {{0, 1, 10}, {1, 2, 20.25}, {0, 2, 5}};
   p.core_slowdown = {1.0, 1.27};
+  p.cold_pauses_s = {0.001, 0.016};
   return p;
 }
 
@@ -90,6 +95,8 @@ void expect_same(const Profile& a, const Profile& b) {
       EXPECT_EQ(x.timings[j].recompute_s, y.timings[j].recompute_s);
       EXPECT_EQ(x.timings[j].contention, y.timings[j].contention);
       EXPECT_EQ(x.timings[j].contention_backward, y.timings[j].contention_backward);
+      EXPECT_EQ(x.timings[j].cold_forward_s, y.timings[j].cold_forward_s);
+      EXPECT_EQ(x.timings[j].cold_backward_s, y.timings[j].cold_backward_s);
     }
     EXPECT_EQ(x.output_bytes_per_sample, y.output_bytes_per_sample);
     EXPECT_EQ(x.saved_bytes_per_sample, y.saved_bytes_per_sample);
@@ -100,6 +107,7 @@ void expect_same(const Profile& a, const Profile& b) {
     EXPECT_EQ(x.optimizer_new_version_s, y.optimizer_new_version_s);
   }
   EXPECT_EQ(a.core_slowdown, b.core_slowdown);
+  EXPECT_EQ(a.cold_pauses_s, b.cold_pauses_s);
   ASSERT_EQ(a.edges.size(), b.edges.size());
   for (size_t i = 0; i < a.edges.size(); ++i) {
     EXPECT_EQ(a.edges[i].from, b.edges[i].from);
@@ -239,6 +247,28 @@ TEST(ProfileErrors, ContentionAndCoreSlowdown) {
   EXPECT_THAT(error_of(doc), StartsWith("p.json: core_slowdown[1]: expected a positive number"));
 }
 
+TEST(ProfileErrors, ColdStarts) {
+  Json doc = valid_doc();
+  doc["cold_pauses_s"] = Json::array({0.004, 0.001});
+  EXPECT_EQ(error_of(doc),
+            "p.json: cold_pauses_s[1]: cold pauses must increase (0.001 after 0.004)");
+  doc = valid_doc();
+  doc["cold_pauses_s"] = Json::array({0.0});
+  EXPECT_THAT(error_of(doc), StartsWith("p.json: cold_pauses_s[0]: expected a positive number"));
+  doc = valid_doc();
+  doc["cold_pauses_s"] = Json::array({0.001, 0.004});
+  doc["layers"][1]["timings"][0]["cold_backward_s"] = Json::array({0.001});
+  EXPECT_EQ(error_of(doc),
+            "p.json: layers[1].timings[0].cold_backward_s: needs one figure per cold_pauses_s "
+            "entry (1 given, 2 expected)");
+  doc["layers"][1]["timings"][0]["cold_backward_s"] = Json::array({0.001, -0.5});
+  EXPECT_THAT(error_of(doc), StartsWith("p.json: layers[1].timings[0].cold_backward_s[1]: "
+                                        "expected a non-negative number"));
+  doc = valid_doc();  // figures without the pauses they were measured at
+  doc["layers"][0]["timings"][0]["cold_forward_s"] = Json::array({0.001});
+  EXPECT_THAT(error_of(doc), HasSubstr("cold_forward_s: needs one figure per cold_pauses_s"));
+}
+
 TEST(ProfileErrors, MicroBatchSizes) {
   Json doc = valid_doc();
   doc["layers"][0]["timings"][1]["micro_batch"] = 1;
@@ -281,7 +311,8 @@ TEST(ProfileErrors, UnknownFieldsAtEveryLevel) {
   doc["layers"][0]["timings"][0]["memory"] = 3;
   EXPECT_EQ(error_of(doc),
             "p.json: layers[0].timings[0].memory: unknown field (known: "
-            "micro_batch, forward_s, backward_s, recompute_s, contention, contention_backward)");
+            "micro_batch, forward_s, backward_s, recompute_s, contention, contention_backward, "
+            "cold_forward_s, cold_backward_s)");
   doc = valid_doc();
   doc["edges"] = {{{"from", 0}, {"to", 1}, {"bytes_per_sample", 1}, {"dtype", "f"}}};
   EXPECT_EQ(error_of(doc),
