@@ -123,8 +123,14 @@ struct ProfileArgs {
   std::string model, output, device = "cpu", catalog_device, micro = "1,2,4,8", optimizer = "sgd";
   int warmup = 2, repeats = 7, threads = 1;
   double momentum = 0;
-  bool float64 = false, quiet = false, no_contention = false;
+  bool float64 = false, quiet = false, no_contention = false, no_cold = false;
 };
+
+// The cold-start column: the extra after the longest measured wait.
+std::string cold_heading(const Profile& p) {
+  if (p.cold_pauses_s.empty()) return "cold fwd/bwd";
+  return fmt::format("cold fwd/bwd @{:g} ms", p.cold_pauses_s.back() * 1e3);
+}
 
 void run_profile(const ProfileArgs& a) {
   exec::ProfileOptions o;
@@ -146,6 +152,7 @@ void run_profile(const ProfileArgs& a) {
   o.threads = a.threads;
   o.float64 = a.float64;
   o.contention = !a.no_contention;
+  if (a.no_cold) o.cold_pauses_s.clear();
   // --device cpu|cuda[:i] says where to measure; any other value is a catalog name (measured on
   // the CPU), as before GPUs were supported. The catalog name recorded: --catalog-device, else
   // the profiler's own choice (cpu-core, or the GPU's entry: exec/profiler.cpp).
@@ -158,11 +165,14 @@ void run_profile(const ProfileArgs& a) {
   save_profile(p, a.output);
   if (a.quiet) return;
   Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd",
-           "contention fwd/bwd", "params", "saved/sample"});
+           "contention fwd/bwd", cold_heading(p), "params", "saved/sample"});
   for (const auto& l : p.layers) {
     const LayerTiming& x = l.timings.back();
     t.add({l.name, l.kind, fmt_seconds(x.forward_s), fmt_seconds(x.backward_s),
            fmt::format("{:.2f}x / {:.2f}x", x.contention, x.backward_contention()),
+           x.cold_forward_s.empty() ? std::string("-")
+                                    : fmt_seconds(x.cold_forward_s.back()) + " / " +
+                                          fmt_seconds(x.cold_backward_s.back()),
            fmt_bytes(l.param_bytes), fmt_bytes(l.saved_bytes_per_sample)});
   }
   std::printf("profile of %s on %s (%zu layers)\n%s", p.model.c_str(), p.device.c_str(),
@@ -225,6 +235,8 @@ void add_exec_commands(CLI::App& app) {
   p->add_flag("--float64", prof->float64, "profile in float64");
   p->add_flag("--no-contention", prof->no_contention,
               "skip measuring the slow-down under a co-runner on the second core");
+  p->add_flag("--no-cold", prof->no_cold,
+              "skip measuring what a wait beside the co-runner costs the next pass (cold starts)");
   p->add_flag("-q,--quiet", prof->quiet, "print nothing");
   p->add_option("-o,--output", prof->output, "profile JSON to write")->required();
   p->callback([prof] { run_profile(*prof); });

@@ -1,6 +1,8 @@
 #include "exec/profile_passes.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <ATen/ATen.h>
 
@@ -22,6 +24,25 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+std::vector<double> pass_medians(const Samples& samples) {
+  std::vector<double> m;
+  double sum = 0;
+  size_t passes = 0;
+  for (const auto& v : samples) {
+    m.push_back(median(v));
+    sum += m.back();
+    if (!v.empty()) passes = passes == 0 ? v.size() : std::min(passes, v.size());
+  }
+  if (sum <= 0 || passes == 0) return m;
+  std::vector<double> totals(passes, 0.0);
+  for (const auto& v : samples) {
+    for (size_t i = 0; i < passes && i < v.size(); ++i) totals[i] += v[i];
+  }
+  const double k = median(totals) / sum;
+  for (double& x : m) x *= k;
+  return m;
+}
+
 SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
                                const ProfileOptions& o, Device& device)
     : model_(model),
@@ -36,13 +57,17 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
   }
 }
 
-void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going) {
+void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going, double wait_s) {
   const size_t n = model_.layers.size();
   if (graph_.y.size() != n) graph_ = Graph(n), replay_ = Graph(n);
   for (; pos_ < kPhases * n; ++pos_) {
     if (stopped(keep_going)) return;  // resumed here by the next call
     const auto phase = static_cast<Phase>(pos_ / n);
     const size_t i = pos_ % n;
+    if (wait_s > 0 && i == 0 && (phase == Phase::kForward || phase == Phase::kBackward)) {
+      device_.synchronize();
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    }
     switch (phase) {
       case Phase::kWarmForward:
         chain_layer(i, graph_, nullptr);

@@ -4,12 +4,12 @@
 // SequenceRunner::pass() is one pass as a stage runs it: forward of every layer in order (each
 // layer's input the previous output, detached, and so is a cross-layer skip input; untimed, then
 // again timed), the forward once more (checkpointing's recompute, dropped), backward of every layer
-// in reverse order on the timed forward's graph, and one optimizer step per layer, zeroing the gradients after it.
-// The step never touches the model (it stays as built): passes take turns between the two steps the
-// executor takes, an update in place — of a copy of the weights, as GPipe and 1F1B update theirs —
-// and an update that writes a new weight version from the model's weights into that copy, as weight
-// stashing does while older micro-batches still read the old version (exec/stage.cpp,
-// optimizer_step).
+// in reverse order on the timed forward's graph, and one optimizer step per layer, zeroing the
+// gradients after it. The step never touches the model (it stays as built): passes take turns
+// between the two steps the executor takes, an update in place — of a copy of the weights, as GPipe
+// and 1F1B update theirs — and an update that writes a new weight version from the model's weights
+// into that copy, as weight stashing does while older micro-batches still read the old version
+// (exec/stage.cpp, optimizer_step).
 //
 // Times are the Device's: the steady clock on the CPU, CUDA events on a GPU (where each is waited
 // for, so a layer's time is its kernels' from the first launch to the last end).
@@ -57,6 +57,16 @@ struct PassTimes {
 
 double median(std::vector<double> v);
 
+// Per layer, the median of its samples, scaled so that the layers add up to the median of the
+// passes' totals (pass i's total: the sum of every layer's i-th sample). A stage runs its layers
+// as one action and the executor reports the median step, a median of sums; when a host slows
+// now and then, each layer's times are skewed to the right and the sum of their medians falls
+// short of it (two BERT-tiny profiles at micro-batch 8 on a noisy VM, before and after this
+// scaling: forwards summing to 1.3% more, backwards 0.9%, within what two profiles differ by). The
+// layers keep their medians' proportions; layers without samples (no parameters: no optimizer
+// step) count nothing.
+std::vector<double> pass_medians(const Samples& samples);
+
 class SequenceRunner {
  public:
   // Times with `device`'s marks (exec/device.hpp), where the model's layers must be.
@@ -66,7 +76,9 @@ class SequenceRunner {
   // One pass; records its times into `t` when given. With `keep_going`, stops at the next layer
   // boundary once it reads false, and the next call goes on from there (the co-runner's passes
   // run on across pauses, so what it computes beside a measured layer varies from pass to pass).
-  void pass(PassTimes* t, const std::atomic<bool>* keep_going = nullptr);
+  // With `wait_s` > 0, the thread sleeps that long before the timed forward and before the
+  // backward, as a stage waits for its neighbour: those two then start cold (profiler.hpp).
+  void pass(PassTimes* t, const std::atomic<bool>* keep_going = nullptr, double wait_s = 0);
 
  private:
   // A pass, layer by layer: an untimed forward first, so the timed one follows a forward as a

@@ -25,17 +25,41 @@ namespace {
 constexpr int kProfileDevice = MemoryTracker::kMaxDevices - 1;
 
 // Warm-up passes, then `repeats` timed passes alone; with a co-runner, each alone pass is
-// followed by one while the co-runner computes, so slow drifts of the host (other tenants of a
-// cloud machine) touch both sets alike.
+// followed by one while the co-runner computes and, per cold pause, one that waits that long
+// before its forward and its backward while the co-runner computes (`cold`, empty for none), so
+// slow drifts of the host (other tenants of a cloud machine) touch every set alike.
 void timed_passes(SequenceRunner& runner, CoRunner* co, const ProfileOptions& o, PassTimes& alone,
-                  PassTimes& shared) {
+                  PassTimes& shared, std::vector<PassTimes>& cold) {
   for (int i = 0; i < o.warmup; ++i) runner.pass(nullptr);
   for (int i = 0; i < o.repeats; ++i) {
     runner.pass(&alone);
     if (co == nullptr) continue;
     co->resume();
     runner.pass(&shared);
+    for (size_t k = 0; k < cold.size(); ++k) runner.pass(&cold[k], nullptr, o.cold_pauses_s[k]);
     co->pause();
+  }
+}
+
+// A set of passes' per-layer figures, each kind's medians scaled to the median pass
+// (profile_passes.hpp, pass_medians).
+struct Medians {
+  std::vector<double> forward, recompute, backward, optimizer, optimizer_new_version;
+  explicit Medians(const PassTimes& t)
+      : forward(pass_medians(t.forward)),
+        recompute(pass_medians(t.recompute)),
+        backward(pass_medians(t.backward)),
+        optimizer(pass_medians(t.optimizer)),
+        optimizer_new_version(pass_medians(t.optimizer_new_version)) {}
+};
+
+// What each pause costs layer l's forward and backward (timed_passes): the figure after the
+// pause less the figure beside the co-runner without one, never below 0.
+void cold_extras(LayerTiming& t, const std::vector<Medians>& cold, const Medians& shared,
+                 size_t l) {
+  for (const Medians& c : cold) {
+    t.cold_forward_s.push_back(std::max(0.0, c.forward[l] - shared.forward[l]));
+    t.cold_backward_s.push_back(std::max(0.0, c.backward[l] - shared.backward[l]));
   }
 }
 
@@ -82,6 +106,13 @@ void check_options(const ProfileOptions& o) {
     throw InputError(fmt::format("--repeats must be positive ({} given)", o.repeats));
   if (o.warmup < 0)
     throw InputError(fmt::format("--warmup must not be negative ({} given)", o.warmup));
+  for (size_t i = 0; i < o.cold_pauses_s.size(); ++i) {
+    const double w = o.cold_pauses_s[i];
+    if (!(w > 0) || (i > 0 && w <= o.cold_pauses_s[i - 1])) {
+      throw InputError(fmt::format("cold pauses must be positive and increase ({} given)",
+                                   fmt::join(o.cold_pauses_s, ", ")));
+    }
+  }
   o.optimizer.validate();
 }
 
@@ -115,28 +146,33 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
   const size_t n = model.layers.size();
   SequenceRunner runner(model, b, o, device);
   PassTimes alone(n), shared(n);
+  std::vector<PassTimes> cold;
+  if (contention && !device.is_cuda()) cold.assign(o.cold_pauses_s.size(), PassTimes(n));
   {
     std::unique_ptr<CoRunner> co;
     if (contention) co = std::make_unique<CoRunner>(model, b, o, kProfileDevice - 1);
-    timed_passes(runner, co.get(), o, alone, shared);
+    timed_passes(runner, co.get(), o, alone, shared, cold);
   }
+  const Medians a(alone), sh(shared);
+  std::vector<Medians> c;
+  for (const PassTimes& x : cold) c.emplace_back(x);
   std::vector<LayerTiming> out;
   for (size_t l = 0; l < n; ++l) {
-    LayerTiming t{b, median(alone.forward[l]), median(alone.backward[l]),
-                  median(alone.recompute[l])};
+    LayerTiming t{b, a.forward[l], a.backward[l], a.recompute[l]};
     if (contention) {
       // Apart for the forward (with the recompute, the same computation) and the backward: beside
       // another stage a block's backward slows by about 1.25 on this project's CPU machine, its
       // forward by about 1.05 (memory traffic: the backward streams weights, gradients and saved
       // activations), so one factor for both over-predicts forwards and under-predicts backwards.
       const double fr = t.forward_s + t.recompute_s;
-      t.contention = ratio(median(shared.forward[l]) + median(shared.recompute[l]), fr);
-      t.contention_backward = ratio(median(shared.backward[l]), t.backward_s);
+      t.contention = ratio(sh.forward[l] + sh.recompute[l], fr);
+      t.contention_backward = ratio(sh.backward[l], t.backward_s);
+      cold_extras(t, c, sh, l);
     }
     out.push_back(t);
     if (steps) {
-      steps->in_place.push_back(median(alone.optimizer[l]));
-      steps->new_version.push_back(median(alone.optimizer_new_version[l]));
+      steps->in_place.push_back(a.optimizer[l]);
+      steps->new_version.push_back(a.optimizer_new_version[l]);
     }
   }
   return out;
@@ -298,6 +334,7 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       const at::Tensor input = model.synthetic_input(o.micro_batches.front(), o.seed);
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
+      if (contention && !device->is_cuda()) p.cold_pauses_s = o.cold_pauses_s;
       for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o);
       remeasure_disturbed(p, *device, model, contention, o);
       if (contention && !device->is_cuda())

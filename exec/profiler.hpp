@@ -5,24 +5,32 @@
 // and then timed per layer (each layer's input is the previous output detached, which is what a
 // stage with per-layer backward does and costs nothing measurable), the forward again (the
 // recompute that checkpointing replays before backward, timed per layer), the backward of every
-// layer in reverse order on the timed forward's graph (timed per layer; the last layer's backward starts at the loss) and one
-// optimizer step per layer on the gradients it produced (zeroing them after, as a stage does). Each
-// figure is the median over `repeats` passes after `warmup` passes. The first layer computes no
-// input gradient, as the first stage does not.
+// layer in reverse order on the timed forward's graph (timed per layer; the last layer's backward
+// starts at the loss) and one optimizer step per layer on the gradients it produced (zeroing them
+// after, as a stage does). Each figure is the median over `repeats` passes after `warmup` passes.
+// The first layer computes no input gradient, as the first stage does not.
 //
 // Contention: where the process may use two cores or more and `contention` is on, the passes are
 // repeated while a co-runner thread, pinned to the second core with its own copy of the model,
 // runs the same passes without pause; each layer's contention factors at size b are its times
 // with the co-runner over its times alone, at least 1: one for the forward (forward + recompute)
-// and one for the backward (it applies to the optimizer step too), since they differ (profiler.cpp).
-// The co-runner's passes run on across pauses, so a measured layer sees any part of its pass;
-// what slows a pass depends mostly on its own kind, not on the kind beside it (a BERT-tiny
-// block: backward 1.28 beside forwards, 1.26 beside backwards). On the CI
-// machine class the two vCPUs share one physical core (hardware/devices.json, cpu-core
-// core_sharing), and the simulator uses this factor while two stages of a core compute at once.
-// The co-runner runs the same layers rather than another stage's: a careful approximation, since
-// which layers overlap in a pipeline depends on the plan; the factor depends mostly on the
-// operation kind (GEMM vs memory-bound), which the co-runner's mix shares with the model's.
+// and one for the backward (it applies to the optimizer step too), since they differ
+// (profiler.cpp). The co-runner's passes run on across pauses, so a measured layer sees any part of
+// its pass; what slows a pass depends mostly on its own kind, not on the kind beside it (a
+// BERT-tiny block: backward 1.28 beside forwards, 1.26 beside backwards). On the CI machine class
+// the two vCPUs share one physical core (hardware/devices.json, cpu-core core_sharing), and the
+// simulator uses this factor while two stages of a core compute at once. The co-runner runs the
+// same layers rather than another stage's: a careful approximation, since which layers overlap in a
+// pipeline depends on the plan; the factor depends mostly on the operation kind (GEMM vs
+// memory-bound), which the co-runner's mix shares with the model's.
+//
+// Cold starts: on a CPU, with contention measured, passes that sleep before their forward and
+// their backward (each of ProfileOptions::cold_pauses_s in turn) while the co-runner computes
+// give each layer's cold_forward_s / cold_backward_s: its time after the wait less its time
+// beside the co-runner without one. A stage that waits for its neighbour while that neighbour
+// computes on the other hyper-thread of the same core finds its weights and saved activations
+// evicted from the caches the two share (BERT-tiny's first half at micro-batch 8: its backward
+// 1.07 ms slower after an 18 ms wait beside the other, 0.4 ms after the same wait idle).
 //
 // Cores: with two usable cores or more (and `contention` on), the passes at the largest size are
 // also timed alone on each core (at most 8), giving the profile's core_slowdown: the cores of a
@@ -60,6 +68,9 @@ struct ProfileOptions {
   int threads = 1;
   bool pin = true;
   bool contention = true;  // measure contention factors (needs two usable cores, or a GPU)
+  // Waits (seconds, increasing) after which the cold-start extras are measured, on a CPU with
+  // contention measured; empty: not measured.
+  std::vector<double> cold_pauses_s{0.001, 0.004, 0.016};
   uint64_t seed = 1;
   OptimizerConfig optimizer;
   // Catalog name recorded in the profile; "" on a GPU: its catalog entry (exec/device.hpp).

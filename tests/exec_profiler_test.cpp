@@ -83,6 +83,7 @@ TEST(Profiler, ContentionIsMeasuredOnlyWithASecondCore) {
     for (const auto& t : l.timings) EXPECT_EQ(t.contention, 1.0);
   }
   EXPECT_NE(off.notes.find("not measured"), std::string::npos) << off.notes;
+  EXPECT_TRUE(off.cold_pauses_s.empty());  // cold starts are measured beside the co-runner
   o.contention = true;
   const Profile on = profile_model(kModel, o);
   EXPECT_TRUE(off.core_slowdown.empty());
@@ -93,8 +94,15 @@ TEST(Profiler, ContentionIsMeasuredOnlyWithASecondCore) {
       for (const auto& t : l.timings) {
         EXPECT_GE(t.contention, 1.0) << l.name;
         EXPECT_GE(t.contention_backward, 1.0) << l.name << ": measured apart from the forward's";
+        ASSERT_EQ(t.cold_forward_s.size(), o.cold_pauses_s.size()) << l.name;
+        ASSERT_EQ(t.cold_backward_s.size(), o.cold_pauses_s.size()) << l.name;
+        for (size_t i = 0; i < o.cold_pauses_s.size(); ++i) {
+          EXPECT_GE(t.cold_forward_s[i], 0) << l.name;
+          EXPECT_GE(t.cold_backward_s[i], 0) << l.name;
+        }
       }
     }
+    EXPECT_EQ(on.cold_pauses_s, o.cold_pauses_s);
     ASSERT_EQ(on.core_slowdown.size(), static_cast<size_t>(std::min(usable_cores(), 8)));
     EXPECT_EQ(on.core_slowdown[0], 1.0);  // relative to the core the layers were timed on
     for (double s : on.core_slowdown) EXPECT_GT(s, 0);
@@ -126,6 +134,41 @@ TEST(Profiler, PassesTimeEachKindOnceAndResumeWhereTheyStopped) {
       EXPECT_EQ(t.optimizer_new_version[l].size(), 1u) << name << " layer " << l;
     }
   }
+}
+
+// Per-layer medians are scaled to the median pass: two layers slow in different passes have
+// medians of 1 ms each, while the passes' totals are 2, 6 and 6 ms, so the median pass is 6 ms.
+TEST(Profiler, LayerMediansAddUpToTheMedianPass) {
+  const Samples s{{1e-3, 1e-3, 5e-3}, {1e-3, 5e-3, 1e-3}, {}};
+  const std::vector<double> m = pass_medians(s);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_DOUBLE_EQ(m[0], 3e-3);
+  EXPECT_DOUBLE_EQ(m[1], 3e-3);
+  EXPECT_EQ(m[2], 0);  // no samples: nothing, and no part in the totals
+  // Passes alike: the medians as they are.
+  const std::vector<double> same = pass_medians({{1e-3, 2e-3, 3e-3}, {4e-3, 5e-3, 6e-3}});
+  EXPECT_DOUBLE_EQ(same[0], 2e-3);
+  EXPECT_DOUBLE_EQ(same[1], 5e-3);
+}
+
+// A pass asked to wait sleeps before its timed forward and before its backward, outside the
+// times it records.
+TEST(Profiler, AWaitingPassSleepsOutsideItsTimes) {
+  const std::unique_ptr<Device> device = make_device("cpu", 0);
+  models::LayeredModel model = models::build_model(kModel, at::kFloat, 1);
+  const size_t n = model.layers.size();
+  SequenceRunner runner(model, 2, quick(), *device);
+  runner.pass(nullptr);
+  PassTimes t(n);
+  constexpr double kWait = 0.05;
+  const auto begin = std::chrono::steady_clock::now();
+  runner.pass(&t, nullptr, kWait);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_GE(wall, 2 * kWait);
+  double timed = 0;
+  for (size_t l = 0; l < n; ++l) timed += t.forward[l].at(0) + t.backward[l].at(0);
+  EXPECT_LT(timed, wall - 2 * kWait);
 }
 
 // Stopped mid-pass from another thread, the next call finishes that pass: every kind is timed
@@ -169,6 +212,14 @@ TEST(Profiler, BadOptionsNameTheFlag) {
   EXPECT_THROW(profile_model(kModel, o), InputError);
   o = quick();
   EXPECT_THROW(profile_model("mlp:layers=-1", o), InputError);
+  o = quick();
+  o.cold_pauses_s = {0.004, 0.001};
+  try {
+    profile_model(kModel, o);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "cold pauses must be positive and increase (0.004, 0.001 given)");
+  }
 }
 
 }  // namespace
