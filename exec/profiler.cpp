@@ -24,6 +24,12 @@ namespace {
 
 constexpr int kProfileDevice = MemoryTracker::kMaxDevices - 1;
 
+// Whether the passes measure what needs a second CPU core beside the first: the cores' speeds
+// and the cold starts (on a GPU the co-runner is streams of the same device: neither applies).
+bool cpu_contention(bool contention, const Device& device) {
+  return contention && !device.is_cuda();
+}
+
 // Warm-up passes, then `repeats` timed passes alone; with a co-runner, each alone pass is
 // followed by one while the co-runner computes and, per cold pause, one that waits that long
 // before its forward and its backward while the co-runner computes (`cold`, empty for none), so
@@ -147,7 +153,7 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
   SequenceRunner runner(model, b, o, device);
   PassTimes alone(n), shared(n);
   std::vector<PassTimes> cold;
-  if (contention && !device.is_cuda()) cold.assign(o.cold_pauses_s.size(), PassTimes(n));
+  if (cpu_contention(contention, device)) cold.assign(o.cold_pauses_s.size(), PassTimes(n));
   {
     std::unique_ptr<CoRunner> co;
     if (contention) co = std::make_unique<CoRunner>(model, b, o, kProfileDevice - 1);
@@ -334,10 +340,10 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       const at::Tensor input = model.synthetic_input(o.micro_batches.front(), o.seed);
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
-      if (contention && !device->is_cuda()) p.cold_pauses_s = o.cold_pauses_s;
+      if (cpu_contention(contention, *device)) p.cold_pauses_s = o.cold_pauses_s;
       for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o);
       remeasure_disturbed(p, *device, model, contention, o);
-      if (contention && !device->is_cuda())
+      if (cpu_contention(contention, *device))
         p.core_slowdown = measure_core_slowdown(*device, model, o.micro_batches.back(), o);
     } catch (...) {
       failure = std::current_exception();
