@@ -13,6 +13,7 @@
 #include "exec/profile_passes.hpp"
 #include "exec/profiler.hpp"
 #include "models/zoo.hpp"
+#include "tests/test_util.hpp"
 
 namespace pipetwin::exec {
 namespace {
@@ -201,12 +202,8 @@ TEST(Profiler, APassStoppedMidwayIsFinishedByTheNextCall) {
 TEST(Profiler, BadOptionsNameTheFlag) {
   ProfileOptions o = quick();
   o.micro_batches = {2, 0};
-  try {
-    profile_model(kModel, o);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "--micro-batch: sizes must be positive (0 given)");
-  }
+  EXPECT_EQ(test::input_error([&] { profile_model(kModel, o); }),
+            "--micro-batch: sizes must be positive (0 given)");
   o = quick();
   o.repeats = 0;
   EXPECT_THROW(profile_model(kModel, o), InputError);
@@ -214,12 +211,8 @@ TEST(Profiler, BadOptionsNameTheFlag) {
   EXPECT_THROW(profile_model("mlp:layers=-1", o), InputError);
   o = quick();
   o.cold_pauses_s = {0.004, 0.001};
-  try {
-    profile_model(kModel, o);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "cold pauses must be positive and increase (0.004, 0.001 given)");
-  }
+  EXPECT_EQ(test::input_error([&] { profile_model(kModel, o); }),
+            "cold pauses must be positive and increase (0.004, 0.001 given)");
 }
 
 }  // namespace
