@@ -16,20 +16,25 @@ Board::Board(const CompiledSchedule& cs, AbortSignal& abort)
 }
 
 void Board::mark_done(int id) {
+  Waiters::Woken woken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_[static_cast<size_t>(id)].store(1, std::memory_order_release);
+    woken = waiters_.collect();
   }
-  cv_.notify_all();
+  Waiters::notify(woken);
 }
 
 void Board::mark_layer(int id, int layer) {
+  Waiters::Woken woken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& lowest = lowest_layer_done_[static_cast<size_t>(id)];
-    if (layer < lowest.load()) lowest.store(layer);
+    if (layer >= lowest.load()) return;
+    lowest.store(layer);
+    woken = waiters_.collect();
   }
-  cv_.notify_all();
+  Waiters::notify(woken);
 }
 
 bool Board::satisfied(const Dependency& d) const {
@@ -44,8 +49,8 @@ void Board::wait_dependencies(int id) {
   for (const auto& d : deps) ready = ready && satisfied(d);
   if (ready) return;
   std::unique_lock<std::mutex> lock(mu_);
-  abort_.wait(
-      cv_, lock,
+  waiters_.wait(
+      abort_, lock,
       [&] {
         for (const auto& d : deps) {
           if (!satisfied(d)) return false;

@@ -11,13 +11,13 @@
 
 #include <atomic>
 #include <climits>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "core/schedule/compiled.hpp"
 #include "exec/abort.hpp"
+#include "exec/waiters.hpp"
 
 namespace pipetwin::exec {
 
@@ -42,7 +42,7 @@ class Board {
   std::unique_ptr<std::atomic<uint8_t>[]> done_;
   std::unique_ptr<std::atomic<int>[]> lowest_layer_done_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  Waiters waiters_;  // the stream threads blocked in wait_dependencies
 };
 
 }  // namespace pipetwin::exec

@@ -4,6 +4,10 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
 
 #include <ATen/Parallel.h>
 
@@ -40,7 +44,10 @@ void configure_compute_thread(int threads, int core, bool pin) {
   at::init_num_threads();
   at::set_num_threads(threads);
   set_blas_threads(threads);
-  if (!pin) return;
+  if (pin) pin_to_core(core);
+}
+
+void pin_to_core(int core) {
   // Pin to the core-th CPU this process may use (not CPU number `core`: under taskset or a
   // container's cpuset the allowed CPUs need not start at 0).
   int want = core % usable_cores();
@@ -54,6 +61,23 @@ void configure_compute_thread(int threads, int core, bool pin) {
       return;
     }
   }
+}
+
+void configure_transfer_thread() {
+  // struct sched_attr of sched_setattr(2), which glibc 2.36 does not wrap.
+  struct Attr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+  } attr{};
+  attr.size = sizeof(attr);
+  attr.sched_policy = SCHED_OTHER;
+  attr.sched_runtime = kTransferSliceNs;
+  // Refused by kernels before 6.12 (no custom slices) or by a seccomp filter: nothing to do then.
+  (void)syscall(SYS_sched_setattr, 0, &attr, 0u);
 }
 
 void tune_malloc() {

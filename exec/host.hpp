@@ -18,6 +18,17 @@ namespace pipetwin::exec {
 
 void configure_compute_thread(int threads, int core, bool pin);
 
+// Pins the calling thread to the core-th CPU this process may use (modulo their number).
+void pin_to_core(int core);
+
+// A transfer thread (send, receive, all-reduce) asks the kernel for a short time slice. Since
+// Linux 6.12 (EEVDF custom slices) a waking thread with a shorter slice preempts the running one
+// at once; with the default slice it waits until the compute thread on its core has run out its
+// own (RUN_TO_PARITY): we measured sends of a few microseconds take 1-6 ms that way, holding the
+// next stage idle. Older kernels ignore the request.
+inline constexpr unsigned long kTransferSliceNs = 100'000;
+void configure_transfer_thread();
+
 // Number of cores this process may run on (at least 1).
 int usable_cores();
 

@@ -7,18 +7,20 @@
 namespace pipetwin::exec {
 
 void InProcessTransport::send(const at::Tensor& t, int from, int to, int64_t tag) {
+  Waiters::Woken woken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     mailbox_[{from, to, tag}] = t;
+    woken = waiters_.collect();
   }
-  cv_.notify_all();
+  Waiters::notify(woken);
 }
 
 void InProcessTransport::wait_posted(int from, int to, int64_t tag) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto key = std::make_tuple(from, to, tag);
-  abort_.wait(
-      cv_, lock, [&] { return mailbox_.count(key) != 0; },
+  waiters_.wait(
+      abort_, lock, [&] { return mailbox_.count(key) != 0; },
       "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
 }
 
@@ -27,8 +29,8 @@ at::Tensor InProcessTransport::recv(int from, int to, int64_t tag, const at::Ten
   {
     std::unique_lock<std::mutex> lock(mu_);
     const auto key = std::make_tuple(from, to, tag);
-    abort_.wait(
-        cv_, lock, [&] { return mailbox_.count(key) != 0; },
+    waiters_.wait(
+        abort_, lock, [&] { return mailbox_.count(key) != 0; },
         "a tensor from device " + std::to_string(from) + " (tag " + std::to_string(tag) + ")");
     t = std::move(mailbox_[key]);
     mailbox_.erase(key);
@@ -58,10 +60,10 @@ void InProcessTransport::allreduce_sum(std::vector<at::Tensor>& tensors,
     // The others read the sum once notified: on a GPU it must be done, not only issued.
     if (!sum.empty()) wait_for_current_stream(sum.front());
     round.sum = std::move(sum);
-    cv_.notify_all();
+    Waiters::notify(waiters_.collect());  // (under the lock: the round is erased by the last)
   }
-  abort_.wait(
-      cv_, lock, [&] { return !rounds_[key].sum.empty(); },
+  waiters_.wait(
+      abort_, lock, [&] { return !rounds_[key].sum.empty(); },
       "the all-reduce of tag " + std::to_string(tag));
   Round& done = rounds_[key];
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(done.sum[i]);

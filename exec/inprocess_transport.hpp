@@ -8,13 +8,13 @@
 // Thread-safety: thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "exec/abort.hpp"
 #include "exec/transport.hpp"
+#include "exec/waiters.hpp"
 
 namespace pipetwin::exec {
 
@@ -36,7 +36,7 @@ class InProcessTransport : public Transport {
   };
   AbortSignal& abort_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  Waiters waiters_;  // receivers and all-reduce participants
   std::map<std::tuple<int, int, int64_t>, at::Tensor> mailbox_;
   std::map<std::pair<int64_t, int>, Round> rounds_;  // (tag, first device)
 };

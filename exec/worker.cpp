@@ -171,6 +171,8 @@ void DeviceWorker::run_stream(StreamKind stream) {
     // compute threads use (a new thread starts with as many OpenMP threads as there are cores).
     // (OpenBLAS's thread count is process-wide: the compute threads own it.)
     at::set_num_threads(1);
+    configure_transfer_thread();
+    if (shared_.pin_threads) pin_to_core(id_);
   }
   const auto& cs = *shared_.schedule;
   int current = -1;
