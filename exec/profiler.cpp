@@ -266,11 +266,14 @@ std::vector<double> measure_core_slowdown(Device& device, models::LayeredModel& 
     }
   }
   configure_compute_thread(o.threads, 0, true);
+  // A core's pass: the median forward pass plus the median backward pass (pass_medians), as
+  // the layers' figures are taken.
   std::vector<double> total;
   for (const auto& pt : t) {
     double sum = 0;
-    for (size_t l = 0; l < model.layers.size(); ++l)
-      sum += median(pt.forward[l]) + median(pt.backward[l]);
+    for (const Samples* s : {&pt.forward, &pt.backward}) {
+      for (double x : pass_medians(*s)) sum += x;
+    }
     total.push_back(sum);
   }
   std::vector<double> slowdown;
