@@ -268,36 +268,9 @@ void run_train(const TrainArgs& a) {
   std::printf("\nwrote %s\n", a.log.c_str());
 }
 
-}  // namespace
-
-void add_train_command(CLI::App& app) {
-  auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "train", "Train a plan for real over epochs: per-epoch log, atomic checkpoints, resume");
-  cmd->add_option("--plan", a->plan, "plan JSON")->required();
-  cmd->add_option("--epochs", a->epochs, "epochs to train")->capture_default_str();
-  cmd->add_option("--max-steps", a->max_steps, "stop after this many optimizer steps (0: none)")
-      ->capture_default_str();
-  cmd->add_option("--data", a->data, "digits, digits-tokens or synthetic")->capture_default_str();
-  cmd->add_option("--steps-per-epoch", a->steps_per_epoch, "synthetic data: steps per epoch")
-      ->capture_default_str();
-  cmd->add_option("--eval-batches", a->eval_batches, "synthetic data: held-out batches")
-      ->capture_default_str();
-  cmd->add_option("--log", a->log, "per-epoch log to write (JSON lines)")->required();
-  cmd->add_option("--epoch-log", a->epoch_log,
-                  "also write the epochs as a pipetwin.elastic_log (.json, or .csv)");
-  cmd->add_option("--freeze-trace", a->freeze_trace, "write the freeze trace here");
-  cmd->add_option("--checkpoint-dir", a->checkpoint_dir, "folder of the checkpoints");
-  cmd->add_option("--checkpoint-every", a->checkpoint_every,
-                  "checkpoint every STEPS optimizer steps, or every \"epoch\" (and at the end)");
-  cmd->add_flag("--resume", a->resume, "continue from the last checkpoint in --checkpoint-dir");
-  cmd->add_option("--on-rank-loss", a->on_rank_loss,
-                  "--nproc, elastic: when a rank dies, stop every rank, or continue: restart "
-                  "without it from the last checkpoint, with fewer replicas")
-      ->capture_default_str();
-  cmd->add_option("--max-restarts", a->max_restarts, "--on-rank-loss continue: restarts at most")
-      ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
+// The optimizer and its learning-rate schedule.
+void add_optimizer_options(CLI::App* cmd, TrainArgs& args) {
+  TrainArgs* a = &args;
   cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
@@ -306,6 +279,11 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--lr-decay-every", a->lr_decay_every, "epochs between decays (0: never)")
       ->capture_default_str();
+}
+
+// PipeTransformer's elastic training: the freeze algorithm, AutoPipe, AutoDP, AutoCache.
+void add_elastic_options(CLI::App* cmd, TrainArgs& args) {
+  TrainArgs* a = &args;
   CLI::Option* elastic = cmd->add_flag(
       "--elastic", a->elastic,
       "PipeTransformer: freeze layers (Equation 1), re-plan (AutoPipe), add replicas (AutoDP)");
@@ -341,6 +319,40 @@ void add_train_command(CLI::App& app) {
                   "elastic: host memory for cached activations, bytes (512MiB, 2GiB; default: "
                   "unlimited); the rest spills to disk")
       ->needs(elastic);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a plan for real over epochs: per-epoch log, atomic checkpoints, resume");
+  cmd->add_option("--plan", a->plan, "plan JSON")->required();
+  cmd->add_option("--epochs", a->epochs, "epochs to train")->capture_default_str();
+  cmd->add_option("--max-steps", a->max_steps, "stop after this many optimizer steps (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--data", a->data, "digits, digits-tokens or synthetic")->capture_default_str();
+  cmd->add_option("--steps-per-epoch", a->steps_per_epoch, "synthetic data: steps per epoch")
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", a->eval_batches, "synthetic data: held-out batches")
+      ->capture_default_str();
+  cmd->add_option("--log", a->log, "per-epoch log to write (JSON lines)")->required();
+  cmd->add_option("--epoch-log", a->epoch_log,
+                  "also write the epochs as a pipetwin.elastic_log (.json, or .csv)");
+  cmd->add_option("--freeze-trace", a->freeze_trace, "write the freeze trace here");
+  cmd->add_option("--checkpoint-dir", a->checkpoint_dir, "folder of the checkpoints");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "checkpoint every STEPS optimizer steps, or every \"epoch\" (and at the end)");
+  cmd->add_flag("--resume", a->resume, "continue from the last checkpoint in --checkpoint-dir");
+  cmd->add_option("--on-rank-loss", a->on_rank_loss,
+                  "--nproc, elastic: when a rank dies, stop every rank, or continue: restart "
+                  "without it from the last checkpoint, with fewer replicas")
+      ->capture_default_str();
+  cmd->add_option("--max-restarts", a->max_restarts, "--on-rank-loss continue: restarts at most")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
+  add_optimizer_options(cmd, *a);
+  add_elastic_options(cmd, *a);
   cmd->add_flag("--float64", a->float64, "train in float64");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
       ->capture_default_str();

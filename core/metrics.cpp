@@ -101,12 +101,11 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double samples_per_step) {
-  Metrics m;
-  m.source = t.source;
-  m.schedule = t.schedule;
-  m.num_stages = num_stages;
-  m.samples_per_step = samples_per_step;
+namespace {
+
+// One pass over the events: checks them, sets the makespan, each step's end and the compute time
+// by op; returns each device's merged compute intervals.
+std::vector<std::vector<Interval>> scan_events(const Timeline& t, Metrics& m) {
   const auto D = static_cast<size_t>(t.num_devices());
   std::vector<std::vector<Interval>> busy(D);
   for (const auto& e : t.events) {
@@ -129,7 +128,13 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
   }
   for (auto& b : busy) b = merge(std::move(b));
   m.steps = static_cast<int>(m.step_end_s.size());
-  // Steady window between step ends.
+  return busy;
+}
+
+// The steady window between step ends (asynchronous schedules: without the first and last
+// num_stages steps, their fill and drain) and the iteration time over it; the whole run where
+// there is no such window.
+void steady_window(Metrics& m, int num_stages, bool async) {
   int w0 = 0, w1 = m.steps - 1;
   if (async) {
     w0 = num_stages;
@@ -151,7 +156,12 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
     m.iteration_time_s = m.steps > 0 ? m.makespan_s / m.steps : m.makespan_s;
     m.iteration_time_median_s = m.iteration_time_s;
   }
-  if (m.iteration_time_s > 0) m.throughput_samples_per_s = samples_per_step / m.iteration_time_s;
+}
+
+// Per device: busy time and utilization in the window, peak memory, communication time; the
+// bubble fraction and how much communication overlaps compute.
+void device_metrics(const Timeline& t, const std::vector<std::vector<Interval>>& busy, Metrics& m) {
+  const size_t D = busy.size();
   const double window = m.window_end_s - m.window_start_s;
   double busy_total = 0;
   m.devices.resize(D);
@@ -177,6 +187,20 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
     overlapped += covered(busy[static_cast<size_t>(e.device)], e.start_s, e.end_s);
   }
   m.comm_overlap_fraction = m.comm_time_s > 0 ? overlapped / m.comm_time_s : 0;
+}
+
+}  // namespace
+
+Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double samples_per_step) {
+  Metrics m;
+  m.source = t.source;
+  m.schedule = t.schedule;
+  m.num_stages = num_stages;
+  m.samples_per_step = samples_per_step;
+  const std::vector<std::vector<Interval>> busy = scan_events(t, m);
+  steady_window(m, num_stages, async);
+  if (m.iteration_time_s > 0) m.throughput_samples_per_s = samples_per_step / m.iteration_time_s;
+  device_metrics(t, busy, m);
   compute_staleness(t, num_stages, m);
   return m;
 }

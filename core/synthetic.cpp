@@ -40,6 +40,56 @@ class LayerOption {
   std::vector<double> values_;
 };
 
+// The model options: "layers", then one LayerOption per per-layer key, in this order.
+const std::vector<std::string>& synthetic_keys() {
+  static const std::vector<std::string> keys = {
+      "layers",   "fwd_ms",   "bwd_ms",   "recompute_ms", "overhead_ms", "act_kb",
+      "saved_kb", "input_kb", "param_kb", "optimizer_kb", "opt_ms",      "opt_new_ms"};
+  return keys;
+}
+
+// Indices into the LayerOptions (synthetic_keys() without "layers").
+enum Key {
+  kFwd,
+  kBwd,
+  kRecompute,
+  kOverhead,
+  kAct,
+  kSaved,
+  kInput,
+  kParam,
+  kOptimizer,
+  kOpt,
+  kOptNew
+};
+
+// Layer i: t(b) = overhead + per-sample * b at micro-batches 1, 2, 4, 8; backward defaults to
+// twice the forward, recompute to the forward, saved bytes to the output's.
+LayerProfile synthetic_layer(size_t i, const std::vector<LayerOption>& o) {
+  LayerProfile l;
+  l.name = fmt::format("layer{}", i);
+  l.kind = "synthetic";
+  const double f = o[kFwd].at(i, 1.0);
+  const double b = o[kBwd].at(i, 2.0 * f);
+  const double r = o[kRecompute].at(i, f);
+  const double overhead = o[kOverhead].at(i, 0.0);
+  for (int mb : {1, 2, 4, 8}) {
+    LayerTiming t;
+    t.micro_batch = mb;
+    t.forward_s = (overhead + f * mb) * kMs;
+    t.backward_s = (overhead + b * mb) * kMs;
+    t.recompute_s = (overhead + r * mb) * kMs;
+    l.timings.push_back(t);
+  }
+  l.output_bytes_per_sample = o[kAct].at(i, 0.0) * kKiB;
+  l.saved_bytes_per_sample = o[kSaved].at(i, o[kAct].at(i, 0.0)) * kKiB;
+  l.param_bytes = o[kParam].at(i, 0.0) * kKiB;
+  l.optimizer_bytes = o[kOptimizer].at(i, 0.0) * kKiB;
+  l.optimizer_step_s = o[kOpt].at(i, 0.0) * kMs;
+  l.optimizer_new_version_s = o[kOptNew].at(i, 0.0) * kMs;
+  return l;
+}
+
 }  // namespace
 
 bool is_synthetic_model(const ModelSpec& spec) {
@@ -54,9 +104,7 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
     throw InputError(fmt::format("{}: synthetic model takes key=value options only, got \"{}\"",
                                  spec.origin, spec.presets.front()));
   }
-  const std::vector<std::string> keys = {"layers",      "fwd_ms",       "bwd_ms",   "recompute_ms",
-                                         "overhead_ms", "act_kb",       "saved_kb", "input_kb",
-                                         "param_kb",    "optimizer_kb", "opt_ms",   "opt_new_ms"};
+  const std::vector<std::string>& keys = synthetic_keys();
   spec.allow_only(keys);
   std::vector<LayerOption> opts;
   size_t list_len = 0;
@@ -74,17 +122,6 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
   }
   const auto L = static_cast<size_t>(layers);
   for (const auto& o : opts) o.check(spec, L);
-  const auto& fwd = opts[0];
-  const auto& bwd = opts[1];
-  const auto& rec = opts[2];
-  const auto& overhead = opts[3];
-  const auto& act = opts[4];
-  const auto& saved = opts[5];
-  const auto& input = opts[6];
-  const auto& param = opts[7];
-  const auto& optimizer = opts[8];
-  const auto& opt_ms = opts[9];
-  const auto& opt_new_ms = opts[10];
 
   Profile p;
   p.model = spec.to_string();
@@ -92,31 +129,8 @@ Profile synthetic_profile(const ModelSpec& spec, const std::string& device) {
   p.dtype = "float32";
   p.source = "synthetic";
   p.notes = "closed-form synthetic model; times are exact, t(b) = overhead + per-sample * b";
-  p.input_bytes_per_sample = input.at(0, act.at(0, 0)) * kKiB;
-  for (size_t i = 0; i < L; ++i) {
-    LayerProfile l;
-    l.name = fmt::format("layer{}", i);
-    l.kind = "synthetic";
-    const double f = fwd.at(i, 1.0);
-    const double b = bwd.at(i, 2.0 * f);
-    const double r = rec.at(i, f);
-    const double o = overhead.at(i, 0.0);
-    for (int mb : {1, 2, 4, 8}) {
-      LayerTiming t;
-      t.micro_batch = mb;
-      t.forward_s = (o + f * mb) * kMs;
-      t.backward_s = (o + b * mb) * kMs;
-      t.recompute_s = (o + r * mb) * kMs;
-      l.timings.push_back(t);
-    }
-    l.output_bytes_per_sample = act.at(i, 0.0) * kKiB;
-    l.saved_bytes_per_sample = saved.at(i, act.at(i, 0.0)) * kKiB;
-    l.param_bytes = param.at(i, 0.0) * kKiB;
-    l.optimizer_bytes = optimizer.at(i, 0.0) * kKiB;
-    l.optimizer_step_s = opt_ms.at(i, 0.0) * kMs;
-    l.optimizer_new_version_s = opt_new_ms.at(i, 0.0) * kMs;
-    p.layers.push_back(std::move(l));
-  }
+  p.input_bytes_per_sample = opts[kInput].at(0, opts[kAct].at(0, 0)) * kKiB;
+  for (size_t i = 0; i < L; ++i) p.layers.push_back(synthetic_layer(i, opts));
   return p;
 }
 
