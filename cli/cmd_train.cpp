@@ -269,8 +269,7 @@ void run_train(const TrainArgs& a) {
 }
 
 // The optimizer and its learning-rate schedule.
-void add_optimizer_options(CLI::App* cmd, TrainArgs& args) {
-  TrainArgs* a = &args;
+void add_optimizer_options(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
@@ -282,8 +281,7 @@ void add_optimizer_options(CLI::App* cmd, TrainArgs& args) {
 }
 
 // PipeTransformer's elastic training: the freeze algorithm, AutoPipe, AutoDP, AutoCache.
-void add_elastic_options(CLI::App* cmd, TrainArgs& args) {
-  TrainArgs* a = &args;
+void add_elastic_options(CLI::App* cmd, TrainArgs* a) {
   CLI::Option* elastic = cmd->add_flag(
       "--elastic", a->elastic,
       "PipeTransformer: freeze layers (Equation 1), re-plan (AutoPipe), add replicas (AutoDP)");
@@ -351,8 +349,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-restarts", a->max_restarts, "--on-rank-loss continue: restarts at most")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
-  add_optimizer_options(cmd, *a);
-  add_elastic_options(cmd, *a);
+  add_optimizer_options(cmd, a.get());
+  add_elastic_options(cmd, a.get());
   cmd->add_flag("--float64", a->float64, "train in float64");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
       ->capture_default_str();
