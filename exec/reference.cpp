@@ -48,19 +48,18 @@ class Reference {
         schedule_(schedule),
         opt_(opt),
         model_(models::build_model(plan.model, opt.float64 ? at::kDouble : at::kFloat, opt.seed)),
+        layers_(stage_layers(plan)),
         stages_(static_cast<size_t>(schedule.shape.num_stages)),
-        graph_(model_.skip_sources(), stage_layers(plan)),
+        graph_(model_.skip_sources(), layers_),
         order_(graph_.data_order()),
         versions_(declared_versions(schedule)),
         data_(opt.data == "synthetic"
                   ? synthetic_batches(model_, plan.batch_size, opt.seed, opt.float64)
                   : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens",
                                    opt.float64)) {
-    const std::vector<std::vector<int>> layers = stage_layers(plan);
     for (size_t s = 0; s < stages_.size(); ++s) {
       Stage& st = stages_[s];
-      st.layers = layers[s];
-      for (int l : st.layers) {
+      for (int l : layers_[s]) {
         for (auto& p : model_.layers[static_cast<size_t>(l)].parameters()) st.params.push_back(p);
       }
       st.history.push_back(snapshot(st.params));  // version 0
@@ -94,7 +93,6 @@ class Reference {
 
  private:
   struct Stage {
-    std::vector<int> layers;                       // ascending
     std::vector<at::Tensor> params;                // the model's, in layer order
     std::vector<std::vector<at::Tensor>> history;  // history[v]: the weights at version v
     std::vector<at::Tensor> grads;                 // this step's, summed over micro-batches
@@ -131,7 +129,7 @@ class Reference {
       at::NoGradGuard no_grad;
       for (int s : order_) {
         load(s, versions_.at({s, mb}).forward);
-        model_.forward_layers(stages_[static_cast<size_t>(s)].layers, values);
+        model_.forward_layers(layers_[static_cast<size_t>(s)], values);
       }
       loss = model_.per_sample_loss(values.at(last_layer()), target).sum().item<double>();
     }
@@ -158,7 +156,7 @@ class Reference {
       const at::Tensor& in = values.at(p);
       v[p] = (p != kModelInput && in.is_floating_point()) ? in.detach().requires_grad_(true) : in;
     }
-    model_.forward_layers(st.layers, v);
+    model_.forward_layers(layers_[static_cast<size_t>(s)], v);
     std::vector<at::Tensor> roots, seeds;
     if (io.last) {
       roots.push_back(model_.per_sample_loss(v.at(last_layer()), target).sum() / plan_.batch_size);
@@ -192,6 +190,7 @@ class Reference {
   const Schedule& schedule_;
   const ExecOptions& opt_;
   models::LayeredModel model_;
+  const std::vector<std::vector<int>> layers_;  // layers_[s]: stage s's layers, ascending
   std::vector<Stage> stages_;
   const StageGraph graph_;
   const std::vector<int> order_;
