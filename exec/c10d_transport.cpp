@@ -36,13 +36,25 @@ void C10dTransport::prepare_groups(const std::vector<std::vector<int>>& device_s
   }
 }
 
+namespace {
+
+// Gloo moves host memory: it reads and writes a tensor's bytes through its data pointer over TCP,
+// so a GPU tensor (two processes sharing one GPU, the one-GPU machine's case) is staged through
+// host memory. The copy to the host waits for the calling thread's stream, and the copy back
+// is ordered on it, so the stream order the executor relies on holds.
+at::Tensor on_host(const at::Tensor& t) {
+  return t.is_cuda() ? t.to(at::kCPU).contiguous() : t.contiguous();
+}
+
+}  // namespace
+
 void C10dTransport::send(const at::Tensor& t, int from, int to, int64_t tag) {
   if (rank_of(from) == rank_of(to)) {
     local_.send(t, from, to, tag);
     return;
   }
   abort_.check();
-  std::vector<at::Tensor> buf{t.contiguous()};
+  std::vector<at::Tensor> buf{on_host(t)};
   auto work = dist_.world().send(buf, rank_of(to), c10d_tag(tag));
   work->wait(abort_.timeout());
 }
@@ -50,10 +62,10 @@ void C10dTransport::send(const at::Tensor& t, int from, int to, int64_t tag) {
 at::Tensor C10dTransport::recv(int from, int to, int64_t tag, const at::Tensor& like) {
   if (rank_of(from) == rank_of(to)) return local_.recv(from, to, tag, like);
   abort_.check();
-  std::vector<at::Tensor> buf{at::empty_like(like, at::MemoryFormat::Contiguous)};
+  std::vector<at::Tensor> buf{at::empty(like.sizes(), like.options().device(at::kCPU))};
   auto work = dist_.world().recv(buf, rank_of(from), c10d_tag(tag));
   work->wait(abort_.timeout());
-  return buf[0];
+  return like.is_cuda() ? buf[0].to(like.device()) : buf[0];
 }
 
 void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::vector<int>& devices,
@@ -77,13 +89,13 @@ void C10dTransport::allreduce_sum(std::vector<at::Tensor>& tensors, const std::v
     auto it = groups_.find(key);
     if (it == groups_.end()) throw std::logic_error("C10dTransport: all-reduce group not prepared");
     CommGroup* group = it->second;
-    std::vector<at::Tensor> flat{at::cat(
+    std::vector<at::Tensor> flat{on_host(at::cat(
         [&] {
           std::vector<at::Tensor> parts;
           for (auto& t : tensors) parts.push_back(t.reshape({-1}));
           return parts;
         }(),
-        0)};
+        0))};
     group->allreduce(flat)->wait(abort_.timeout());
     int64_t offset = 0;
     for (auto& t : tensors) {

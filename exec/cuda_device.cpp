@@ -11,6 +11,7 @@
 
 #include <array>
 
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -35,6 +36,11 @@ constexpr size_t kAggregate = 0;
 class CudaDevice : public Device {
  public:
   explicit CudaDevice(int index) : index_(static_cast<c10::DeviceIndex>(index)) {
+    // LibTorch sets CUDA up (the caching allocator's per-GPU state among it) lazily, at the first
+    // tensor on a GPU, but a run reads the allocator's statistics (reset_peak, live_bytes) before
+    // it makes one, which LibTorch 2.x refuses ("Invalid device argument: did you call init?").
+    // One empty tensor on the GPU sets it up, in 1.13 and 2.x alike.
+    (void)at::empty({0}, at::TensorOptions().device(torch_device()));
     for (auto& s : streams_)
       s = std::make_unique<c10::cuda::CUDAStream>(c10::cuda::getStreamFromPool(false, index_));
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
 #include "core/error.hpp"

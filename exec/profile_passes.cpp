@@ -5,6 +5,7 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"

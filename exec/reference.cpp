@@ -5,6 +5,7 @@
 #include <memory>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "exec/data.hpp"

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -152,12 +153,8 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
   rank_ = dist ? dist->rank() : 0;
   const int devices = shape_.devices_per_replica * shape_.replicas;
   for (int d = 0; d < devices; ++d) ranks_.push_back(device_rank(d, devices, world_));
-  if (dist && opt.device != "cpu") {
-    throw InputError(fmt::format(
-        "--device: {} with --nproc {}: between processes the executor sends over c10d Gloo, "
-        "which carries host tensors; run the stages of one process on the GPU(s) instead",
-        opt.device, world_));
-  }
+  // Processes on GPUs (several sharing one GPU, the one-GPU machine's case) talk over Gloo, whose
+  // transport stages GPU tensors through host memory (c10d_transport.cpp).
   for (int d = 0; d < devices; ++d) {
     if (ranks_[static_cast<size_t>(d)] == rank_) devices_[d] = make_device(opt.device, d);
   }

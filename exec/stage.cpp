@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 

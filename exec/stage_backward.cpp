@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 

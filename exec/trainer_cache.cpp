@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <fmt/format.h>
 
 #include "core/elastic/transformer_layers.hpp"

@@ -2,6 +2,7 @@
 #include <map>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "exec/bundle.hpp"
 #include "exec/session.hpp"

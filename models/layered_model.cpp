@@ -8,6 +8,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include "core/error.hpp"
 #include "models/bert.hpp"

@@ -5,6 +5,7 @@
 // Gloo processes, and a checkpoint taken after it resumes bit for bit; a live run on the digits
 // shrinks K, grows the replicas and still learns; the policy re-plans as the simulator replays;
 // a rank killed during a transition ends every rank.
+#include <ATen/core/grad_mode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

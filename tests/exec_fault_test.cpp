@@ -13,6 +13,7 @@
 #include "exec/fault.hpp"
 #include "exec/trainer.hpp"
 #include "exec_test_util.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin {
 namespace {
@@ -39,7 +40,7 @@ class TrainFaults : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ =
         new fs::path(fs::temp_directory_path() / ("pipetwin-faults-" + std::to_string(::getpid())));
-    fs::remove_all(*root_);
+    test::remove_tree(*root_);
     fs::create_directories(*root_);
     save_plan(two_stage_plan(), (*root_ / "plan.json").string());
     // The uninterrupted run every test compares with, in this process (the same options as
@@ -58,7 +59,7 @@ class TrainFaults : public ::testing::Test {
     uninterrupted_ = new std::vector<at::Tensor>(checkpoint_tensors("reference", 6));
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*root_);
+    test::remove_tree(*root_);
     delete root_;
     delete uninterrupted_;
   }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <torch/utils.h>
 #include <cmath>
 
 #include "core/error.hpp"

@@ -1,6 +1,7 @@
 // models/: the synthetic uniform model (timed spin layers, their gradient) and keyed dropout.
 #include <gtest/gtest.h>
 
+#include <torch/utils.h>
 #include <chrono>
 
 #include "models/layers.hpp"

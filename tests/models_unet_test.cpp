@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <torch/utils.h>
 
 #include "core/error.hpp"
 #include "core/zoo/zoo.hpp"

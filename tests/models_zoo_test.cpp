@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/utils.h>
 
 #include "core/error.hpp"
 #include "models/gpt2.hpp"

@@ -3,6 +3,8 @@
 // two-level cluster. Not thread-safe: one test's thread uses them.
 #pragma once
 
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,6 +23,25 @@
 
 namespace pipetwin::test {
 
+// Removes `path` and everything under it, quietly (a test's scratch folder). POSIX nftw, not
+// std::filesystem::remove_all: PyTorch 2.x's libtorch.so exports its own copy of remove_all, which
+// a binary linked against it calls instead of libstdc++'s and which crashes (seen with the 2.11
+// wheel on the GPU machine). Write bits are restored first, for tests that remove them.
+inline void remove_tree(const std::filesystem::path& path) {
+  ::chmod(path.c_str(), 0700);
+  ::nftw(  // folders first, so that their entries can be removed
+      path.c_str(),
+      [](const char* p, const struct stat*, int type, struct FTW*) {
+        if (type == FTW_D || type == FTW_DNR) ::chmod(p, 0700);
+        return 0;
+      },
+      16, FTW_PHYS);
+  ::nftw(  // then everything, deepest first
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p), 0; }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
 // <temp>/pipetwin-tests/<suite>.<test>.<pid> (<temp>: TMPDIR or /tmp), created empty and removed
 // when done; the suite, test and pid keep it apart from every other test, also under ctest -j.
 class TempDir {
@@ -33,15 +54,10 @@ class TempDir {
     }
     path_ = std::filesystem::temp_directory_path() / "pipetwin-tests" /
             (name + "." + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
+    remove_tree(path_);
     std::filesystem::create_directories(path_);
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add, ec);
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~TempDir() { remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 
