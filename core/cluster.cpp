@@ -26,7 +26,7 @@ double DeviceSpec::flops(const std::string& dtype) const {
 
 DeviceSpec device_from_json(const JsonView& j) {
   j.allow_only({"name", "kind", "description", "memory_bytes", "memory_bandwidth", "peak_flops",
-                "source", "core_sharing"});
+                "source", "core_sharing", "shares_memory"});
   DeviceSpec d;
   d.name = j.string("name");
   d.kind = j.string_or("kind", "gpu");
@@ -42,6 +42,9 @@ DeviceSpec device_from_json(const JsonView& j) {
   d.source = j.string_or("source", "");
   d.core_sharing = j.int32_or("core_sharing", 0);
   if (d.core_sharing < 0) j.at("core_sharing").fail("must not be negative");
+  d.shares_memory = j.bool_or("shares_memory", false);
+  if (d.shares_memory && d.core_sharing < 2)
+    j.at("shares_memory").fail("needs core_sharing of 2 or more (the devices that share it)");
   return d;
 }
 
@@ -67,6 +70,7 @@ Json device_to_json(const DeviceSpec& d) {
   j["peak_flops"] = flops;
   if (!d.source.empty()) j["source"] = d.source;
   if (d.core_sharing > 1) j["core_sharing"] = d.core_sharing;
+  if (d.shares_memory) j["shares_memory"] = true;
   return j;
 }
 
@@ -161,8 +165,9 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
   Cluster c;
   c.name = doc.string("name");
   const JsonView dev = doc.at("device");
-  c.device = dev.raw().is_string() ? catalog.device(dev.as_string(), doc.origin() + ": " + dev.path())
-                                   : device_from_json(dev);
+  c.device = dev.raw().is_string()
+                 ? catalog.device(dev.as_string(), doc.origin() + ": " + dev.path())
+                 : device_from_json(dev);
   const int64_t nodes = doc.integer_or("nodes", 1);
   const int64_t per_node = doc.integer("devices_per_node");
   if (nodes < 1) doc.at("nodes").fail(fmt::format("must be at least 1 ({} given)", nodes));

@@ -21,16 +21,19 @@ namespace pipetwin {
 
 struct DeviceSpec {
   std::string name;
-  std::string kind = "gpu";             // "gpu" or "cpu"
+  std::string kind = "gpu";  // "gpu" or "cpu"
   std::string description;
   double memory_bytes = 0;
-  double memory_bandwidth = 0;          // bytes/s
+  double memory_bandwidth = 0;               // bytes/s
   std::map<std::string, double> peak_flops;  // per dtype: "float32", "float16", "bfloat16", ...
-  std::string source;                   // where the figures come from
+  std::string source;                        // where the figures come from
   // Devices of a node that share compute resources (a physical core's hyper-threads, or the
   // caches and memory bandwidth of a small VM), in consecutive groups of this size; 0 or 1:
   // devices are independent (GPUs). The profile's contention says how much they slow each other.
   int core_sharing = 0;
+  // The devices of a sharing group draw on one memory of memory_bytes (stream sets of one GPU);
+  // false: each device has memory_bytes of its own.
+  bool shares_memory = false;
 
   // Peak FLOP/s for `dtype`, falling back to float32; 0 when unknown.
   double flops(const std::string& dtype) const;
@@ -65,6 +68,11 @@ struct Cluster {
     if (device.core_sharing < 2) return -1;
     return node_of(d) * devices_per_node + (d % devices_per_node) / device.core_sharing;
   }
+  // The physical unit a device is part of (what a price per GPU-hour counts): its sharing group
+  // where devices share compute (stream sets of one GPU, hyper-threads of one core), else itself.
+  int unit_of(int d) const { return device.core_sharing < 2 ? d : sharing_group(d); }
+  // The memory a device draws on: its unit's where the group shares memory, else its own.
+  int memory_of(int d) const { return device.shares_memory ? unit_of(d) : d; }
 };
 
 // Device and link types by name, and the folder clusters are looked up in.

@@ -6,11 +6,13 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/memory_pools.hpp"
 #include "core/model_source.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
@@ -119,7 +121,7 @@ CapacityChoice make_choice(const Evaluation& e, const CapacityRequest& r, double
   CapacityChoice c;
   c.found = true;
   c.plan = e.plan;
-  c.gpus = e.plan.dp * e.plan.devices_per_replica();
+  c.gpus = e.physical_units;  // stream sets of one GPU are one GPU
   c.iteration_time_s = e.iteration_time_s;
   c.throughput_samples_per_s = e.throughput_samples_per_s;
   c.epoch_time_s = std::ceil(r.samples / r.batch) * e.iteration_time_s;
@@ -155,12 +157,12 @@ void choose(ClusterCapacity& out, const std::vector<const GroupResult*>& groups,
   if (!out.fits && closest) {
     const Evaluation& e = closest->closest;
     out.oom_device = e.oom_device;
-    out.need_bytes = e.peak_memory_max_bytes;
+    out.need_bytes = e.capacity_bytes + e.over_bytes;
     out.capacity_bytes = e.capacity_bytes;
     out.over_bytes = e.over_bytes;
     out.note = fmt::format(
         "does not fit: at best {} needs {:.2f} GiB, it has {:.2f} GiB (over by {:.2f} GiB)",
-        e.oom_device, e.peak_memory_max_bytes / kGiB, e.capacity_bytes / kGiB, e.over_bytes / kGiB);
+        e.oom_device, out.need_bytes / kGiB, e.capacity_bytes / kGiB, e.over_bytes / kGiB);
   } else if (!out.fits) {
     std::string why;
     for (const GroupResult* g : groups) {
@@ -258,7 +260,9 @@ CapacityReport plan_capacity(const CapacityRequest& r) {
     ClusterCapacity c;
     c.cluster = targets[i].cluster.name;
     c.device = targets[i].cluster.device.name;
-    c.devices = targets[i].cluster.num_devices();
+    std::vector<int> all(static_cast<size_t>(targets[i].cluster.num_devices()));
+    std::iota(all.begin(), all.end(), 0);
+    c.devices = physical_units(targets[i].cluster, all);  // GPUs, not their stream sets
     c.price_per_gpu_hour = targets[i].price;
     c.capacity_bytes = targets[i].cluster.device.memory_bytes;
     std::vector<const GroupResult*> mine;

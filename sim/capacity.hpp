@@ -83,7 +83,7 @@ struct CapacityChoice {
 struct ClusterCapacity {
   std::string cluster;
   std::string device;
-  int devices = 0;
+  int devices = 0;  // physical units (GPUs): stream sets of one GPU count once
   double price_per_gpu_hour = 0;
   bool fits = false;
   double capacity_bytes = 0;  // memory of one device

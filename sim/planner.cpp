@@ -7,13 +7,15 @@
 
 #include "core/error.hpp"
 #include "core/memory.hpp"
+#include "core/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin::sim {
 
-double resolve_compute_scale(const Profile& profile, const Cluster& cluster, const Catalog* catalog) {
+double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
+                             const Catalog* catalog) {
   if (cluster.relative_speed > 0) return 1.0 / cluster.relative_speed;
   if (profile.device == cluster.device.name || catalog == nullptr) return 1.0;
   const DeviceSpec* measured = catalog->find_device(profile.device);
@@ -103,23 +105,24 @@ void check_fits(const Plan& plan) {
   const PlanContext ctx(plan, 0);
   const CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
   const MemoryWalk walk = walk_memory(cs, ctx.stages);
-  const double capacity = plan.cluster.device.memory_bytes;
-  for (int d = 0; d < cs.num_devices(); ++d) {
-    const double need = walk.devices[static_cast<size_t>(d)].peak_bytes;
-    if (need > capacity) {
-      throw InputError(fmt::format(
-          "plan does not fit: device {} ({} #{}) needs {:.2f} GiB, it has {:.2f} GiB "
-          "(over by {:.2f} GiB); try more stages, checkpointing, or a smaller micro-batch",
-          d, plan.cluster.device.name, ctx.placement[static_cast<size_t>(d)], need / kGiB,
-          capacity / kGiB, (need - capacity) / kGiB));
-    }
+  std::vector<double> peaks;
+  for (const auto& dm : walk.devices) peaks.push_back(dm.peak_bytes);
+  const auto pools = memory_pools(plan.cluster, ctx.placement, peaks);
+  const MemoryPool* worst = tightest_pool(pools);
+  if (worst && worst->need_bytes > worst->capacity_bytes) {
+    throw InputError(fmt::format(
+        "plan does not fit: {} needs {:.2f} GiB, it has {:.2f} GiB "
+        "(over by {:.2f} GiB); try more stages, checkpointing, or a smaller micro-batch",
+        describe_pool(*worst, plan.cluster, ctx.placement), worst->need_bytes / kGiB,
+        worst->capacity_bytes / kGiB, (worst->need_bytes - worst->capacity_bytes) / kGiB));
   }
 }
 
 Plan make_plan(const PlanRequest& r) {
   if (r.stages < 1) throw InputError(fmt::format("--stages must be positive ({} given)", r.stages));
   if (r.dp < 1) throw InputError(fmt::format("--dp must be positive ({} given)", r.dp));
-  if (r.batch_size < 1) throw InputError(fmt::format("--batch must be positive ({} given)", r.batch_size));
+  if (r.batch_size < 1)
+    throw InputError(fmt::format("--batch must be positive ({} given)", r.batch_size));
   if (r.batch_size % r.dp != 0) {
     throw InputError(fmt::format("--batch {} is not divisible by --dp {}", r.batch_size, r.dp));
   }
@@ -160,7 +163,8 @@ Plan make_plan(const PlanRequest& r) {
     }
   }
   if (best.stages.empty()) {
-    throw InputError("--chunks auto: no chunk count fits" + (last_error.empty() ? std::string() : ": " + last_error));
+    throw InputError("--chunks auto: no chunk count fits" +
+                     (last_error.empty() ? std::string() : ": " + last_error));
   }
   return best;
 }

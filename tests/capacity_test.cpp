@@ -36,10 +36,16 @@ struct Catalogue {
     write_text(root + "/clusters/fast2.json", cluster_json("fast2", 1, 2));
     write_text(root + "/clusters/fast4.json", cluster_json("fast4", 1, 4));
     write_text(root + "/clusters/pair.json", cluster_json("pair", 2, 1));
+    // Two stream sets of one GPU: they share its compute and its 1 GiB (core/memory_pools.hpp).
+    write_text(root + "/clusters/streams.json", R"({"format": "pipetwin.cluster", "version": 1,
+      "name": "streams", "devices_per_node": 2, "intra_node_link": "slow-start",
+      "device": {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
+                 "peak_flops": {"float32": 1e14}, "core_sharing": 2, "shares_memory": true}})");
     write_text(root + "/prices.json", R"({"format": "pipetwin.prices", "version": 1,
       "note": "example prices, edit them", "prices": [
       {"cluster": "slow1", "price_per_gpu_hour": 2}, {"cluster": "fast2", "price_per_gpu_hour": 5},
-      {"cluster": "fast4", "price_per_gpu_hour": 12}, {"cluster": "pair", "price_per_gpu_hour": 2}]})");
+      {"cluster": "fast4", "price_per_gpu_hour": 12}, {"cluster": "pair", "price_per_gpu_hour": 2},
+      {"cluster": "streams", "price_per_gpu_hour": 2}]})");
     catalog = Catalog::load(root);
   }
   CapacityRequest request(const std::string& model, std::vector<std::string> clusters) const {
@@ -100,6 +106,22 @@ TEST(Capacity, SearchesGpuCountPipelineAndDataParallelism) {
   EXPECT_LT(c.cheapest.cost, c.fastest.cost);
   // K x dp <= 2 and dp | 8: (1,1), (1,2), (2,1) x two schedules, M dividing the replica batch.
   EXPECT_GT(c.candidates, 6);
+}
+
+// Stream sets of one GPU are one GPU: the cluster counts one, every plan on it is charged for one
+// (hours x 1 x price), whether it uses one stream set or both.
+TEST(Capacity, StreamSetsOfOneGpuArePricedAsOneGpu) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const CapacityReport r =
+      plan_capacity(cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1024", {"streams"}));
+  const ClusterCapacity& c = r.clusters.at(0);
+  EXPECT_EQ(c.devices, 1);
+  for (const CapacityChoice* choice : {&c.fastest, &c.cheapest}) {
+    ASSERT_TRUE(choice->found);
+    EXPECT_EQ(choice->gpus, 1);
+    EXPECT_NEAR(choice->cost, choice->total_time_s / 3600 * 2, 1e-12);
+  }
 }
 
 // 1 GiB of parameters per layer: parameters + gradients = 2 GiB per layer, 4 GiB in all, on

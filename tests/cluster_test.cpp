@@ -1,6 +1,7 @@
 // core/cluster.hpp: the shipped hardware catalog and clusters (with the papers' figures), links
 // between devices, inline definitions, and errors.
 #include "core/cluster.hpp"
+#include "core/memory_pools.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -159,15 +160,18 @@ TEST(Cluster, OtherPaperClusters) {
 
 TEST(Cluster, OneGpuHostsFourStreamSets) {
   // h100-1gpu: K <= 4 stages on one H100 (torchgpipe's stream sets, `run --device cuda`): four
-  // schedule devices in one compute-sharing group, a quarter of the memory each, the H100's
-  // figures otherwise.
+  // schedule devices in one compute-sharing group drawing on the GPU's one memory (one memory
+  // pool, one GPU to pay for), the H100's figures otherwise.
   const Cluster c = load_cluster("h100-1gpu", shipped());
   ASSERT_EQ(c.num_devices(), 4);
   for (int d = 0; d < 4; ++d) EXPECT_EQ(c.sharing_group(d), 0) << d;
   const DeviceSpec& h100 = shipped().device("h100-sxm", "test");
   EXPECT_EQ(c.device.name, h100.name);
   EXPECT_EQ(c.device.kind, "gpu");
-  EXPECT_EQ(c.device.memory_bytes, h100.memory_bytes / 4);
+  EXPECT_EQ(c.device.memory_bytes, h100.memory_bytes);
+  EXPECT_TRUE(c.device.shares_memory);
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(c.memory_of(d), c.memory_of(0)) << d;
+  EXPECT_EQ(physical_units(c, {0, 1, 2, 3}), 1);
   EXPECT_EQ(c.device.memory_bandwidth, h100.memory_bandwidth);
   EXPECT_EQ(c.device.peak_flops, h100.peak_flops);
   EXPECT_EQ(c.intra_node.name, "same-gpu");

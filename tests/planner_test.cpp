@@ -27,7 +27,8 @@ TEST(Planner, AutoChunksMinimisesTheGPipeClosedForm) {
   // 2o + (f + b) B / M on a stage, and a mini-batch (M + K - 1) times that.
   const int K = 4, B = 48;
   const double o = 0.5, f = 0.25, b = 0.5;
-  PlanRequest r = request(fmt::format("uniform:layers={},fwd_ms={},bwd_ms={},overhead_ms={}", K, f, b, o), K, B);
+  PlanRequest r = request(
+      fmt::format("uniform:layers={},fwd_ms={},bwd_ms={},overhead_ms={}", K, f, b, o), K, B);
   const Plan plan = make_plan(r);
   int best = 0;
   double best_t = 1e30;
@@ -66,13 +67,39 @@ TEST(Planner, RefusesAPlanThatDoesNotFitNamingTheDevice) {
   EXPECT_NO_THROW(make_plan(r));
 }
 
+// Stream sets of one GPU (core/memory_pools.hpp) share its one memory: the plan above (661 MiB on
+// device 0, 1.24 GiB on both devices together) fits a 1.5 GiB GPU that hosts both stages, and is
+// refused, naming both devices, on a 1 GiB one, where each device alone would fit.
+TEST(Planner, StreamSetsOfOneGpuShareItsMemory) {
+  PlanRequest r = request("uniform:layers=4,act_kb=1024,saved_kb=4096,param_kb=1024", 2, 64);
+  r.chunks = 4;
+  r.cluster = pipetwin::testing::ideal_cluster(4);
+  r.cluster.device.core_sharing = 4;
+  r.cluster.device.shares_memory = true;
+  r.cluster.device.memory_bytes = 1.5 * 1024 * 1024 * 1024;
+  const Plan plan = make_plan(r);
+  r.cluster.device.memory_bytes = 1.0 * 1024 * 1024 * 1024;
+  try {
+    make_plan(r);
+    FAIL() << "the two stages' peaks together exceed the GPU";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("plan does not fit: devices 0, 1 (ideal-device #0, #1, one memory)"));
+  }
+  // Each device alone would fit 1.0 GiB: without the shared memory, the plan is accepted.
+  r.cluster.device.shares_memory = false;
+  EXPECT_NO_THROW(make_plan(r));
+  EXPECT_EQ(plan.num_stages(), 2);
+}
+
 TEST(Planner, ComputeScaleFromPeakFlops) {
   Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");
   Profile p = synthetic_profile(ModelSpec::parse("uniform:layers=2", "t"));
   p.device = "cpu-core";
   const Cluster h100 = load_cluster("dgx-h100", catalog);
   const double scale = resolve_compute_scale(p, h100, &catalog);
-  EXPECT_DOUBLE_EQ(scale, catalog.device("cpu-core", "t").flops("float32") / h100.device.flops("float32"));
+  EXPECT_DOUBLE_EQ(scale,
+                   catalog.device("cpu-core", "t").flops("float32") / h100.device.flops("float32"));
   Cluster same = h100;
   p.device = "h100-sxm";
   EXPECT_DOUBLE_EQ(resolve_compute_scale(p, same, &catalog), 1.0);

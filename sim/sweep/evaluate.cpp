@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/memory.hpp"
+#include "core/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -15,17 +16,19 @@ namespace pipetwin::sim {
 namespace {
 
 void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e) {
-  e.capacity_bytes = ctx.plan.cluster.device.memory_bytes;
-  size_t worst = 0;
-  for (size_t d = 0; d < walk.devices.size(); ++d) {
-    if (walk.devices[d].peak_bytes > walk.devices[worst].peak_bytes) worst = d;
+  std::vector<double> peaks;
+  for (const auto& dm : walk.devices) {
+    peaks.push_back(dm.peak_bytes);
+    e.peak_memory_max_bytes = std::max(e.peak_memory_max_bytes, dm.peak_bytes);
   }
-  e.peak_memory_max_bytes = walk.devices.empty() ? 0 : walk.devices[worst].peak_bytes;
-  e.fits = e.peak_memory_max_bytes <= e.capacity_bytes;
+  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, peaks);
+  e.physical_units = physical_units(ctx.plan.cluster, ctx.placement);
+  const MemoryPool* worst = tightest_pool(pools);
+  e.capacity_bytes = worst ? worst->capacity_bytes : ctx.plan.cluster.device.memory_bytes;
+  e.fits = !worst || worst->need_bytes <= worst->capacity_bytes;
   if (!e.fits) {
-    e.oom_device = fmt::format("device {} ({} #{})", worst, ctx.plan.cluster.device.name,
-                               ctx.placement[worst]);
-    e.over_bytes = e.peak_memory_max_bytes - e.capacity_bytes;
+    e.oom_device = describe_pool(*worst, ctx.plan.cluster, ctx.placement);
+    e.over_bytes = worst->need_bytes - worst->capacity_bytes;
   }
 }
 

@@ -42,10 +42,13 @@ struct Evaluation {
   double throughput_samples_per_s = 0;
   double bubble_fraction = 0;
   double peak_memory_max_bytes = 0;  // largest peak over the devices
-  double capacity_bytes = 0;         // memory of one device of the cluster
+  double capacity_bytes = 0;         // memory of one device (one GPU) of the cluster
+  int physical_units = 0;            // GPUs (CPU cores) the plan occupies (memory_pools.hpp)
   bool fits = false;
-  std::string oom_device;  // "device 1 (l4 #1)": the device with the largest peak, if over
-  double over_bytes = 0;   // its peak minus the capacity, when it does not fit
+  // "device 1 (l4 #1)", or "devices 0, 1 (h100-sxm #0, #1, one memory)": the memory most over
+  // its capacity (memory_pools.hpp), if any is
+  std::string oom_device;
+  double over_bytes = 0;  // what it needs minus its capacity, when it does not fit
 
   bool ok() const { return error.empty(); }
 };
