@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -189,6 +190,7 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     }
   }
   c.backward_bytes = backward_working_bytes(layers, b);
+  std::tie(c.forward_bytes, c.forward_nograd_bytes) = forward_working_bytes(layers, b);
   c.buckets = ddp_buckets(layers);
   // Backward visits the stage's layers from the last to the first; a bucket is ready once the
   // lowest layer in it is done.
@@ -203,6 +205,48 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     c.bucket_ready_s.push_back(t);
   }
   return c;
+}
+
+std::pair<double, double> CostModel::forward_working_bytes(const std::vector<int>& layers,
+                                                           double b) const {
+  // The layers run in order, each freeing its workspace before the next begins: layer l's peak
+  // is what the layers before it saved, its own saved activations and its workspace.
+  std::vector<int> order(layers);
+  std::sort(order.begin(), order.end());
+  double saved = 0, with_grad = 0, nograd = 0;
+  for (int l : order) {
+    const auto& p = profile_.layers[static_cast<size_t>(l)];
+    const double workspace = p.forward_workspace_bytes_per_sample * b;
+    if (!frozen(l)) saved += p.saved_bytes_per_sample * b;
+    with_grad = std::max(with_grad, saved + workspace);
+    nograd = std::max(nograd, workspace);
+  }
+  return {std::max(0.0, with_grad - saved), nograd};
+}
+
+double CostModel::layer_backward_peak(int l, double b, bool stage_output, double input_grad,
+                                      bool reads_skip) const {
+  const auto& p = profile_.layers[static_cast<size_t>(l)];
+  const double out_grad = p.output_bytes_per_sample * b;
+  // Layer l's own output (among its saved activations in the profile) is gone too by the time
+  // its input gradient is formed: the next layer released it with its saved input, or l's
+  // backward with l's own saved output (a ReLU's). The stage output stays: the stage keeps it
+  // until its backward ends (exec/stage.hpp).
+  const double own_output = stage_output ? 0.0 : out_grad;
+  // The workspace (Profile's backward_workspace_bytes_per_sample, measured with the output
+  // gradient held: the gradients between the layer's operators, oneDNN's weight-gradient buffers)
+  // and the output gradient: inside a stage autograd frees the output gradient once the layer's
+  // first operator has consumed it, so the larger of the two is alive at the layer's peak; the
+  // stage's output gradient is held until its backward ends, so there both are.
+  const double workspace = p.backward_workspace_bytes_per_sample * b;
+  const double incoming = stage_output ? out_grad + workspace : std::max(out_grad, workspace);
+  const double estimate = incoming + input_grad + p.param_bytes - own_output;
+  // A layer that reads a skip combines its inputs (a U-Net decoder block up-samples one and
+  // concatenates the other) and its backward holds buffers of that combination the estimate
+  // cannot see: where the profile measured the backward (backward_bytes, above the held output
+  // gradient), it counts, with the estimate as a floor.
+  const double measured = reads_skip ? out_grad + p.backward_bytes_per_sample * b : 0.0;
+  return std::max(estimate, measured);
 }
 
 double CostModel::backward_working_bytes(const std::vector<int>& layers, double b) const {
@@ -245,21 +289,8 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
       if (!frozen(e.from)) input_grad += e.bytes_per_sample * b;
       reads_skip = reads_skip || e.from != l - 1;
     }
-    // Layer l's own output (among its saved activations in the profile) is gone too by the time
-    // its input gradient is formed: the next layer released it with its saved input, or l's
-    // backward with l's own saved output (a ReLU's). The stage output stays: the stage keeps it
-    // until its backward ends (exec/stage.hpp).
-    const double own_output = l == order.front() ? 0.0 : p.output_bytes_per_sample * b;
-    // A layer that reads a skip combines its inputs (a U-Net decoder block up-samples one and
-    // concatenates the other) and its backward holds buffers of that combination the estimate
-    // cannot see: where the profile measured the backward (backward_bytes), it counts, with the
-    // estimate as a floor. Chain layers keep the estimate, which tests/exec_memory_test.cpp
-    // validated (a measured figure there includes loss and allocator temporaries the executor's
-    // stages do not hold at once, and over-predicts the mlp's last stage by 10-15%).
-    const double estimate = input_grad + p.param_bytes - own_output;
-    const double measured = reads_skip ? p.backward_bytes_per_sample * b : 0.0;
-    most = std::max(
-        most, p.output_bytes_per_sample * b + std::max(estimate, measured) - released + waiting);
+    most = std::max(most, layer_backward_peak(l, b, l == order.front(), input_grad, reads_skip) -
+                              released + waiting);
     for (const auto& e : graph_.in_edges(l)) {
       if (e.from == l - 1 || e.from < 0 || frozen(e.from)) continue;
       skip_grads[e.from] += e.bytes_per_sample * b;

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster.hpp"
@@ -76,6 +77,12 @@ struct StageCost {
   // Per micro-batch: the most a backward holds on top of the saved activations (gradients in
   // flight between layers and a layer's parameter gradients before accumulation; memory.hpp).
   double backward_bytes = 0;
+  // Per micro-batch: the most a running forward holds above what it leaves behind (a layer's
+  // workspace on top of the activations the layers before it saved; Profile's
+  // forward_workspace_bytes_per_sample): with the activations saved (forward, recompute), and
+  // without (a forward whose micro-batch is recomputed later keeps only its input).
+  double forward_bytes = 0;
+  double forward_nograd_bytes = 0;
   double param_bytes = 0;  // active layers
   double grad_bytes = 0;   // active layers
   double optimizer_bytes = 0;
@@ -129,6 +136,13 @@ class CostModel {
   // as soon as it has run), and l its output unless it is the stage's. The maximum over the
   // stage's active layers, in backward order.
   double backward_working_bytes(const std::vector<int>& layers, double micro_batch) const;
+  // The most layer l's backward holds above what was alive before the stage's backward began,
+  // before the saved activations released by the layers after it (backward_working_bytes).
+  double layer_backward_peak(int l, double micro_batch, bool stage_output, double input_grad,
+                             bool reads_skip) const;
+  // StageCost::forward_bytes and forward_nograd_bytes of `layers` at `micro_batch`.
+  std::pair<double, double> forward_working_bytes(const std::vector<int>& layers,
+                                                  double micro_batch) const;
   // Bytes per sample crossing between stages, given each layer's stage.
   std::vector<StageEdge> stage_edges(const std::vector<int>& stage_of_layer) const;
 

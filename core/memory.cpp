@@ -160,7 +160,7 @@ class DeviceWalk {
       mem_.activation_bytes = activations_;
       mem_.received_bytes = received_;
       mem_.stash_bytes = stash_bytes;
-      mem_.backward_bytes = working;
+      mem_.working_bytes = working;
     }
     return total;
   }
@@ -177,17 +177,20 @@ class DeviceWalk {
     }
     consume(id);
     switch (a.op) {
-      case Op::kForward:
+      case Op::kForward: {
         activations_ += st->input_bytes;
-        if (cs_.recompute_of(replica_, a.stage, a.micro_batch) < 0) {
-          activations_ += st->saved_bytes;
-        }
+        const bool saves = cs_.recompute_of(replica_, a.stage, a.micro_batch) < 0;
+        if (saves) activations_ += st->saved_bytes;
+        // The forward's workspace, on top of what it keeps.
+        observe_during(saves ? st->forward_bytes : st->forward_nograd_bytes);
         seen_[at(li)] = 1;
         reference(li, a.version, +1);
         mem_.max_in_flight = std::max(mem_.max_in_flight, ++in_flight_);
         break;
+      }
       case Op::kRecompute:
         activations_ += st->saved_bytes;
+        observe_during(st->forward_bytes);
         break;
       case Op::kBackward: {
         // The backward's own working memory, on top of everything its forward kept.

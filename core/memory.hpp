@@ -7,11 +7,17 @@
 //
 //   static       parameters + gradients + optimizer state (+ frozen layers, cost_model.hpp)
 //   Forward      + the stage input kept for backward, + the saved activations unless the
-//                micro-batch is recomputed later (then only the input is kept: checkpointing)
-//   Recompute    + the saved activations
+//                micro-batch is recomputed later (then only the input is kept: checkpointing);
+//                while it runs, + its workspace (StageCost::forward_bytes, or
+//                forward_nograd_bytes when it keeps nothing: the buffers a layer frees before it
+//                returns, such as a convolution's im2col columns, oneDNN's scratchpad and
+//                reordered weights, measured by the profiler on the machine it profiles)
+//   Recompute    + the saved activations; while it runs, + its workspace (forward_bytes)
 //   Backward     while it runs: + its working memory (StageCost::backward_bytes: the gradients
-//                between layers and a layer's parameter gradients before accumulation, less the
-//                saved activations already released; cost_model.hpp); after it: - input and
+//                between layers and a layer's parameter gradients before accumulation, and the
+//                layer's measured workspace (oneDNN's weight-gradient buffers: on an AVX2-only
+//                CPU about 4x a convolution's weights, about 1x with AVX-512), less the saved
+//                activations already released; cost_model.hpp); after it: - input and
 //                saved activations of the micro-batch
 //   stashing     + one copy of the stage's parameters per extra weight version still referenced
 //                by a micro-batch in flight (PipeDream keeps K - k + 1 versions on stage k)
@@ -48,7 +54,7 @@ struct DeviceMemory {
   double activation_bytes = 0;  // activations alive at the peak
   double stash_bytes = 0;       // extra weight versions alive at the peak
   double received_bytes = 0;    // tensors received ahead of their consumer, at the peak
-  double backward_bytes = 0;    // a running backward's working memory at the peak (0: none)
+  double working_bytes = 0;     // a running pass's working memory at the peak (0: none)
   int max_in_flight = 0;        // most micro-batches forwarded but not yet backwarded
   int max_weight_versions = 1;  // most weight versions of one stage alive at once
 };

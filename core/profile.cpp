@@ -53,8 +53,9 @@ LayerTiming timing_from_json(const JsonView& j, size_t pauses) {
 
 LayerProfile layer_from_json(const JsonView& j, size_t pauses) {
   j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
-                "backward_bytes_per_sample", "param_bytes", "optimizer_bytes", "optimizer_step_s",
-                "optimizer_new_version_s"});
+                "backward_bytes_per_sample", "forward_workspace_bytes_per_sample",
+                "backward_workspace_bytes_per_sample", "param_bytes", "optimizer_bytes",
+                "optimizer_step_s", "optimizer_new_version_s"});
   LayerProfile l;
   l.name = j.string("name");
   if (l.name.empty()) j.at("name").fail("must not be empty");
@@ -72,6 +73,8 @@ LayerProfile layer_from_json(const JsonView& j, size_t pauses) {
   l.output_bytes_per_sample = j.nonneg("output_bytes_per_sample");
   l.saved_bytes_per_sample = j.nonneg_or("saved_bytes_per_sample", l.output_bytes_per_sample);
   l.backward_bytes_per_sample = j.nonneg_or("backward_bytes_per_sample", 0);
+  l.forward_workspace_bytes_per_sample = j.nonneg_or("forward_workspace_bytes_per_sample", 0);
+  l.backward_workspace_bytes_per_sample = j.nonneg_or("backward_workspace_bytes_per_sample", 0);
   l.param_bytes = j.nonneg("param_bytes");
   l.optimizer_bytes = j.nonneg_or("optimizer_bytes", 0);
   l.optimizer_step_s = j.nonneg_or("optimizer_step_s", 0);
@@ -183,6 +186,10 @@ Json profile_to_json(const Profile& p) {
     jl["saved_bytes_per_sample"] = l.saved_bytes_per_sample;
     if (l.backward_bytes_per_sample > 0)
       jl["backward_bytes_per_sample"] = l.backward_bytes_per_sample;
+    if (l.forward_workspace_bytes_per_sample > 0)
+      jl["forward_workspace_bytes_per_sample"] = l.forward_workspace_bytes_per_sample;
+    if (l.backward_workspace_bytes_per_sample > 0)
+      jl["backward_workspace_bytes_per_sample"] = l.backward_workspace_bytes_per_sample;
     jl["param_bytes"] = l.param_bytes;
     jl["optimizer_bytes"] = l.optimizer_bytes;
     jl["optimizer_step_s"] = l.optimizer_step_s;

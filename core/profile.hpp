@@ -53,6 +53,16 @@ struct LayerProfile {
   // input and parameter gradients, and buffers such as a concatenation's gradient); 0: not
   // measured, the cost model estimates it (cost_model.hpp, backward_working_bytes).
   double backward_bytes_per_sample = 0;
+  // Measured workspace: the most the layer's forward (backward) holds while it runs beyond what
+  // it leaves behind, buffers it frees before it returns: a convolution's im2col columns, oneDNN's
+  // scratchpad and reordered weights, the gradients between the operators inside the layer. How
+  // much depends on the kernels the machine dispatches to (oneDNN picks other convolutions on an
+  // AVX2-only CPU than on an AVX-512 one), so it is measured where the profile is. Forward: the
+  // peak less what is alive after it (input, saved activations, output). Backward: the peak less
+  // what was alive when it began and the input and parameter gradients it makes. 0: none, or not
+  // measured. Charged by the memory walk while the pass runs (core/memory.hpp).
+  double forward_workspace_bytes_per_sample = 0;
+  double backward_workspace_bytes_per_sample = 0;
   double param_bytes = 0;
   double optimizer_bytes = 0;   // optimizer state (e.g. 2x params for Adam)
   double optimizer_step_s = 0;  // time of one optimizer update of this layer, in place

@@ -72,7 +72,20 @@ void cold_extras(LayerTiming& t, const std::vector<Medians>& cold, const Medians
 
 struct MemoryMeasure {
   double output_bytes = 0, saved_bytes = 0, backward_bytes = 0;
+  double forward_workspace = 0, backward_workspace = 0;  // LayerProfile's *_workspace_*
 };
+
+// Bytes of the gradients a layer's backward makes and keeps: its input's (and skip input's,
+// when they take one) and its parameters'.
+double gradient_bytes(const at::Tensor& input, const at::Tensor& skip,
+                      const std::vector<at::Tensor>& params) {
+  const auto bytes = [](const at::Tensor& t) {
+    return t.defined() ? static_cast<double>(t.numel() * t.element_size()) : 0.0;
+  };
+  double sum = (input.requires_grad() ? bytes(input) : 0.0) + bytes(skip);
+  for (const auto& p : params) sum += p.requires_grad() ? bytes(p) : 0.0;
+  return sum;
+}
 
 // Bytes of layer l's output and of what its forward keeps alive for backward (live bytes with
 // the graph alive, minus before), at the input x (and skip input `skip`, if it takes one).
@@ -90,16 +103,20 @@ MemoryMeasure measure_memory(Device& device, models::LayeredModel& model, size_t
   const int64_t before = device.live_bytes();
   {
     const at::Tensor input = l == 0 ? x : x.detach().requires_grad_(true);
-    at::Tensor out =
-        layer.forward(input, skip.defined() ? skip.detach().requires_grad_(true) : skip);
+    const at::Tensor skip_input = skip.defined() ? skip.detach().requires_grad_(true) : skip;
+    device.reset_peak();
+    at::Tensor out = layer.forward(input, skip_input);
     if (l + 1 == model.layers.size()) out = model.per_sample_loss(out, target).sum();
-    m.saved_bytes = static_cast<double>(device.live_bytes() - before);
+    const int64_t after = device.live_bytes();
+    m.saved_bytes = static_cast<double>(after - before);
+    m.forward_workspace = static_cast<double>(device.peak_bytes() - std::max(before, after));
     // The backward's peak above what was alive when it began (its output gradient too).
     const at::Tensor seed = at::ones_like(out);
     const int64_t start = device.live_bytes();
     device.reset_peak();
     out.backward(seed);
     m.backward_bytes = static_cast<double>(device.peak_bytes() - start);
+    m.backward_workspace = m.backward_bytes - gradient_bytes(input, skip_input, layer.parameters());
   }
   return m;
 }
@@ -211,6 +228,8 @@ void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b
     p.layers[l].output_bytes_per_sample = m.output_bytes / b;
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
     p.layers[l].backward_bytes_per_sample = std::max(0.0, m.backward_bytes) / b;
+    p.layers[l].forward_workspace_bytes_per_sample = std::max(0.0, m.forward_workspace) / b;
+    p.layers[l].backward_workspace_bytes_per_sample = std::max(0.0, m.backward_workspace) / b;
     at::NoGradGuard no_grad;
     model.forward_layers({static_cast<int>(l)}, values);
   }

@@ -59,6 +59,11 @@ TEST(Profiler, LayersSizesAndBytesMatchTheModel) {
   }
   // The forward keeps at least its output alive for backward.
   EXPECT_GE(p.layers[1].saved_bytes_per_sample, p.layers[1].output_bytes_per_sample);
+  // Workspace (core/profile.hpp): fc1 is Linear then ReLU. The Linear's output is freed once the
+  // ReLU has made its own (the forward's workspace), and its gradient lives between the two
+  // operators' backwards (the backward's): one activation each, exactly.
+  EXPECT_DOUBLE_EQ(p.layers[1].forward_workspace_bytes_per_sample, 64 * 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].backward_workspace_bytes_per_sample, 64 * 4);
   // What the profiler writes, the loader accepts.
   const Json doc = profile_to_json(p);
   EXPECT_NO_THROW(profile_from_json(JsonView(doc, "measured.json")));

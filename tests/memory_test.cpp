@@ -70,7 +70,7 @@ TEST(Memory, GPipeHoldsAllMicroBatches) {
     EXPECT_DOUBLE_EQ(w.devices[s].peak_bytes,
                      static_bytes() + act(M) + working(s) + received(s, K, M - 1))
         << "stage " << s;
-    EXPECT_DOUBLE_EQ(w.devices[s].backward_bytes, working(s));
+    EXPECT_DOUBLE_EQ(w.devices[s].working_bytes, working(s));
     EXPECT_DOUBLE_EQ(w.devices[s].received_bytes, received(s, K, M - 1));
     EXPECT_EQ(w.devices[s].max_in_flight, M);
   }
@@ -177,6 +177,47 @@ TEST(Memory, BackwardHoldsALayersParameterGradients) {
   s.micro_batch = 2;
   const PlanContext ctx2(testing::synthetic_plan(s), 1);
   EXPECT_DOUBLE_EQ(ctx2.stages[0].backward_bytes, (16 + 1000 - 80 - 16) * kKiB);
+}
+
+TEST(Memory, WorkspacesCountWhileTheirPassRuns) {
+  // Two layers in one stage (8 KiB outputs, 40 KiB saved, 100 KiB parameters), with measured
+  // workspaces (Profile::forward_workspace_bytes_per_sample, backward_...): a convolution whose
+  // forward reorders its input (500 KiB) and a top layer whose backward keeps weight-gradient
+  // buffers (200 KiB).
+  testing::PlanSpec s;
+  s.model = "uniform:layers=2,act_kb=8,saved_kb=40,param_kb=100";
+  s.schedule = "naive";
+  s.stages = 1;
+  s.chunks = 1;
+  Plan plan = testing::synthetic_plan(s);
+  plan.profile.layers[0].forward_workspace_bytes_per_sample = 500 * kKiB;
+  plan.profile.layers[1].forward_workspace_bytes_per_sample = 30 * kKiB;
+  plan.profile.layers[1].backward_workspace_bytes_per_sample = 200 * kKiB;
+  const PlanContext ctx(plan, 1);
+  const StageCost& st = ctx.stages[0];
+  // Forward: layer 0 peaks at its saved 40 + 500; layer 1 at 80 + 30; what the forward leaves
+  // (80 saved) is counted apart. Without saving: the larger workspace alone.
+  EXPECT_DOUBLE_EQ(st.forward_bytes, (40 + 500 - 80) * kKiB);
+  EXPECT_DOUBLE_EQ(st.forward_nograd_bytes, 500 * kKiB);
+  // Backward: the top layer holds its output gradient (the stage's, kept until the backward
+  // ends) and its workspace, its input gradient and its parameter gradient: 8 + 200 + 8 + 100;
+  // the bottom layer less (100 of parameters after 40 + 8 released).
+  EXPECT_DOUBLE_EQ(st.backward_bytes, (8 + 200 + 8 + 100) * kKiB);
+  const CompiledSchedule cs(make_schedule("naive", ctx.shape), "naive");
+  const auto w = walk_memory(cs, ctx.stages);
+  // The peak is the forward's: input 8 + saved 80 + 460 of workspace above them.
+  EXPECT_DOUBLE_EQ(w.devices[0].peak_bytes, w.devices[0].static_bytes + (8 + 80 + 460) * kKiB);
+  EXPECT_DOUBLE_EQ(w.devices[0].working_bytes, 460 * kKiB);
+  // Checkpointing: the forward keeps only the input (8 + 500 of workspace); the recompute peaks
+  // as a forward does.
+  plan.schedule = "gpipe";
+  plan.checkpoint = Checkpoint::kAlways;
+  const PlanContext ck(plan, 1);
+  const CompiledSchedule ccs(make_schedule("gpipe", ck.shape), "gpipe");
+  const auto wc = walk_memory(ccs, ck.stages);
+  EXPECT_DOUBLE_EQ(wc.devices[0].peak_bytes, wc.devices[0].static_bytes + (8 + 80 + 460) * kKiB);
+  const auto first_forward = static_cast<size_t>(ccs.id({0, 0}));
+  EXPECT_DOUBLE_EQ(wc.after_action[first_forward], wc.devices[0].static_bytes + 8 * kKiB);
 }
 
 TEST(Memory, FrozenLayersCountLambdaOfTheirFootprint) {

@@ -62,6 +62,8 @@ Profile full_profile() {
     l.output_bytes_per_sample = 1e6 / 3 + i;
     l.saved_bytes_per_sample = 2e6 + i;
     l.backward_bytes_per_sample = i == 1 ? 3e6 : 0;  // measured on one layer only
+    l.forward_workspace_bytes_per_sample = i == 0 ? 5e5 + 1.0 / 3 : 0;
+    l.backward_workspace_bytes_per_sample = i == 1 ? 7e5 : 0;
     l.param_bytes = 4096.0 * (i + 1);
     l.optimizer_bytes = 8192.0 * (i + 1);
     l.optimizer_step_s = 1e-5 * (i + 1);
@@ -101,6 +103,8 @@ void expect_same(const Profile& a, const Profile& b) {
     EXPECT_EQ(x.output_bytes_per_sample, y.output_bytes_per_sample);
     EXPECT_EQ(x.saved_bytes_per_sample, y.saved_bytes_per_sample);
     EXPECT_EQ(x.backward_bytes_per_sample, y.backward_bytes_per_sample);
+    EXPECT_EQ(x.forward_workspace_bytes_per_sample, y.forward_workspace_bytes_per_sample);
+    EXPECT_EQ(x.backward_workspace_bytes_per_sample, y.backward_workspace_bytes_per_sample);
     EXPECT_EQ(x.param_bytes, y.param_bytes);
     EXPECT_EQ(x.optimizer_bytes, y.optimizer_bytes);
     EXPECT_EQ(x.optimizer_step_s, y.optimizer_step_s);
@@ -154,6 +158,8 @@ TEST(Profile, DefaultsOfOptionalFields) {
   EXPECT_EQ(in.optimizer_bytes, 0);
   EXPECT_EQ(in.optimizer_step_s, 0);
   EXPECT_EQ(in.backward_bytes_per_sample, 0);  // not measured
+  EXPECT_EQ(in.forward_workspace_bytes_per_sample, 0);
+  EXPECT_EQ(in.backward_workspace_bytes_per_sample, 0);
   EXPECT_EQ(p.layers[1].timings[0].recompute_s, 0.005);
   EXPECT_EQ(p.layers[1].saved_bytes_per_sample, 512);
   EXPECT_TRUE(p.edges.empty());
@@ -221,7 +227,8 @@ TEST(ProfileErrors, NegativeTimesAndSizes) {
   }
   for (const char* key :
        {"output_bytes_per_sample", "saved_bytes_per_sample", "backward_bytes_per_sample",
-        "param_bytes", "optimizer_bytes", "optimizer_step_s", "optimizer_new_version_s"}) {
+        "forward_workspace_bytes_per_sample", "backward_workspace_bytes_per_sample", "param_bytes",
+        "optimizer_bytes", "optimizer_step_s", "optimizer_new_version_s"}) {
     Json doc = valid_doc();
     doc["layers"][2][key] = -1;
     EXPECT_EQ(error_of(doc),
