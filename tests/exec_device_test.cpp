@@ -12,6 +12,7 @@
 #include "exec/cuda_device.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/profiler.hpp"
+#include "exec/tensor_io.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {
@@ -151,26 +152,78 @@ TEST_P(CudaEqualsCpu, SameWeightsAsSingleProcessCpuTraining) {
                    .dp = c.dp,
                    .checkpoint = c.checkpoint};
   const Plan plan = exec_plan(s);
-  exec::ExecOptions o = float64_options(3);
+  const int iterations = 3;
+  exec::ExecOptions o = float64_options(iterations);
   o.device = "cuda";  // every schedule device a stream set of the GPU(s)
   const exec::ExecResult r = exec::execute_plan(plan, o);
-  const auto reference = testing::plain_training(plan, float64_options(3), 3);
-  EXPECT_LT(max_relative_error(testing::executor_parameters(r, s.stages), reference), 1e-9);
+  // Single-process training on the CPU at the weight versions the schedule declares (plain
+  // synchronous SGD for the synchronous schedules).
+  const PlanContext ctx(plan, iterations);
+  const exec::ReferenceResult ref = exec::reference_training(
+      plan, make_schedule(plan.schedule, ctx.shape), float64_options(iterations));
+  std::vector<at::Tensor> expected;
+  for (const auto& st : ref.stage_parameters) expected.insert(expected.end(), st.begin(), st.end());
+  EXPECT_LT(max_relative_error(testing::executor_parameters(r, s.stages), expected), 1e-9);
   for (const auto& e : r.timeline.events) EXPECT_LE(e.start_s, e.end_s);
   for (double peak : r.timeline.peak_memory_bytes) EXPECT_GT(peak, 0);
   EXPECT_THAT(r.timeline.device_names.front(), HasSubstr("(cuda:"));
 }
 
+// Every schedule, K = 2..4 stream sets of the GPU, checkpointing, data parallelism.
 INSTANTIATE_TEST_SUITE_P(Schedules, CudaEqualsCpu,
-                         ::testing::Values(CudaCase{"gpipe", 2, 4, 1, Checkpoint::kNone},
+                         ::testing::Values(CudaCase{"naive", 2, 2, 1, Checkpoint::kNone},
+                                           CudaCase{"gpipe", 2, 4, 1, Checkpoint::kNone},
                                            CudaCase{"gpipe", 3, 4, 1, Checkpoint::kExceptLast},
+                                           CudaCase{"gpipe", 4, 4, 1, Checkpoint::kAlways},
                                            CudaCase{"1f1b", 2, 4, 1, Checkpoint::kNone},
-                                           CudaCase{"gpipe", 2, 2, 2, Checkpoint::kNone}),
+                                           CudaCase{"1f1b", 4, 8, 1, Checkpoint::kNone},
+                                           CudaCase{"gpipe", 2, 2, 2, Checkpoint::kNone},
+                                           CudaCase{"pipedream", 3, 2, 1, Checkpoint::kNone},
+                                           CudaCase{"ddg", 3, 2, 1, Checkpoint::kNone},
+                                           CudaCase{"feature-replay", 3, 2, 1, Checkpoint::kNone},
+                                           CudaCase{"ftpipe-async", 3, 2, 1, Checkpoint::kNone}),
                          [](const ::testing::TestParamInfo<CudaCase>& i) {
-                           return fmt::format("{}_K{}_M{}_dp{}_checkpoint{}", i.param.schedule,
-                                              i.param.stages, i.param.chunks, i.param.dp,
-                                              static_cast<int>(i.param.checkpoint));
+                           std::string name = fmt::format(
+                               "{}_K{}_M{}_dp{}_checkpoint{}", i.param.schedule, i.param.stages,
+                               i.param.chunks, i.param.dp, static_cast<int>(i.param.checkpoint));
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
                          });
+
+// float32 on the GPU against float32 on the CPU: other kernels, other rounding, same training.
+TEST(CudaFloat32, CloseToCpuTraining) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";
+  const Plan plan = exec_plan(ExecSpec{.schedule = "1f1b", .stages = 2, .chunks = 4});
+  exec::ExecOptions o = float64_options(3);
+  o.float64 = false;
+  const exec::ExecResult cpu = exec::execute_plan(plan, o);
+  o.device = "cuda";
+  const exec::ExecResult gpu = exec::execute_plan(plan, o);
+  EXPECT_LT(max_relative_error(testing::executor_parameters(gpu, 2),
+                               testing::executor_parameters(cpu, 2)),
+            1e-4);
+}
+
+// Two processes sharing the one GPU (the one-GPU machine's case): Gloo between them, GPU tensors
+// staged through host memory (exec/c10d_transport.cpp); the weights of single-process training.
+TEST_F(DeviceCli, TwoProcessesShareOneGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";
+  const Plan plan = exec_plan(ExecSpec{.schedule = "1f1b", .stages = 2, .chunks = 2});
+  const auto o = testing::sh(fmt::format(
+      "{}/pipetwin run --plan {} --nproc 2 --device cuda --iterations 3 --float64 --seed 7 "
+      "--optimizer sgd --lr 0.05 --momentum 0.9 --no-pin --timeout 60 -q --save-parameters {}",
+      PIPETWIN_BINARY_DIR, testing::write_plan(plan, dir_), (dir_ / "weights").string()));
+  ASSERT_EQ(o.status, 0) << o.output;
+  std::vector<at::Tensor> got;
+  for (int s = 0; s < 2; ++s) {
+    for (auto& t :
+         exec::load_tensors((dir_ / "weights" / fmt::format("replica0_stage{}.pt", s)).string()))
+      got.push_back(t);
+  }
+  EXPECT_LT(max_relative_error(got, testing::plain_training(plan, float64_options(3), 3)), 1e-9);
+}
 
 TEST(CudaProfile, TimesEveryLayerOnTheGpu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";

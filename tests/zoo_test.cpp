@@ -150,13 +150,19 @@ TEST(ZooShipped, TestSizeDescriptorsMatchMeasuredProfiles) {
       EXPECT_EQ(static_cast<double>(zl.params) * 4, pl.param_bytes);
       EXPECT_EQ(zl.output_elems * 4, pl.output_bytes_per_sample);
       // Within the per-micro-batch constants the profiler divides by b (a causal mask, BatchNorm
-      // statistics, the loss scalar: 4 bytes / 8 samples).
+      // statistics, the loss scalar: 4 bytes / 8 samples). Saved activations as LibTorch 1.13
+      // keeps them on a CPU; on a GPU other kernels keep other tensors (LibTorch 2.x's fused
+      // attention its log-sum-exp, not the attention weights), so those profiles are not held
+      // to it.
+      if (p.device != "cpu-core") continue;
       EXPECT_NEAR(zl.saved_elems * 4, pl.saved_bytes_per_sample,
                   std::max(0.01 * pl.saved_bytes_per_sample, 1.0));
     }
     ++checked;
   }
-  EXPECT_GE(checked, 5);  // mlp, resnet20, vit:tiny, bert:tiny, gpt2:tiny
+  // mlp, resnet20, vit:tiny, bert:tiny, gpt2:tiny on cpu-core and an H100; vit:base, bert:base
+  // on the H100
+  EXPECT_GE(checked, 12);
 }
 
 // ---- FLOPs ---------------------------------------------------------------------------------
