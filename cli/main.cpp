@@ -1,7 +1,9 @@
 // pipetwin: predicts and runs pipeline-parallel DNN training. One binary, verbs in the style of
 // git (DESIGN "Command line"). Bad input prints one line "pipetwin: error: ..." and exits 2.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -42,7 +44,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pipetwin: error: %s\n", e.what());
     return pipetwin::kExitInternal;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
+    // One line: LibTorch's errors (c10::Error) carry a C++ backtrace after their first line.
+    const std::string what = e.what();
+    const std::string first = what.substr(0, what.find('\n'));
+    std::fprintf(stderr, "pipetwin: internal error: %s%s\n", first.c_str(),
+                 first.size() < what.size() ? " (PIPETWIN_BACKTRACE=1 prints the rest)" : "");
+    if (first.size() < what.size() && std::getenv("PIPETWIN_BACKTRACE") != nullptr)
+      std::fprintf(stderr, "%s\n", what.c_str());
     return pipetwin::kExitInternal;
   }
   return pipetwin::kExitOk;
