@@ -155,15 +155,21 @@ TEST(Memory, DdgStoresStatesFeatureReplayOnlyInputs) {
   }
 }
 
+// `model` as one stage, one micro-batch, run naively.
+testing::PlanSpec one_stage(const std::string& model) {
+  testing::PlanSpec s;
+  s.model = model;
+  s.schedule = "naive";
+  s.stages = 1;
+  s.chunks = 1;
+  return s;
+}
+
 TEST(Memory, BackwardHoldsALayersParameterGradients) {
   // Two layers in one stage, the lower one with large parameters (an embedding table): its
   // parameter gradient, computed before it is added into the step's gradients, dominates the
   // backward once the upper layer has released its saved activations.
-  testing::PlanSpec s;
-  s.model = "uniform:layers=2,act_kb=8,saved_kb=40,param_kb=1000/10";
-  s.schedule = "naive";
-  s.stages = 1;
-  s.chunks = 1;
+  testing::PlanSpec s = one_stage("uniform:layers=2,act_kb=8,saved_kb=40,param_kb=1000/10");
   const PlanContext ctx(testing::synthetic_plan(s), 1);
   const double upper = (8 + 8 + 10) * kKiB;  // output grad, input grad, parameters
   // No input gradient; the upper layer's saved activations and the lower layer's output are gone.
@@ -184,12 +190,8 @@ TEST(Memory, WorkspacesCountWhileTheirPassRuns) {
   // workspaces (Profile::forward_workspace_bytes_per_sample, backward_...): a convolution whose
   // forward reorders its input (500 KiB) and a top layer whose backward keeps weight-gradient
   // buffers (200 KiB).
-  testing::PlanSpec s;
-  s.model = "uniform:layers=2,act_kb=8,saved_kb=40,param_kb=100";
-  s.schedule = "naive";
-  s.stages = 1;
-  s.chunks = 1;
-  Plan plan = testing::synthetic_plan(s);
+  Plan plan =
+      testing::synthetic_plan(one_stage("uniform:layers=2,act_kb=8,saved_kb=40,param_kb=100"));
   plan.profile.layers[0].forward_workspace_bytes_per_sample = 500 * kKiB;
   plan.profile.layers[1].forward_workspace_bytes_per_sample = 30 * kKiB;
   plan.profile.layers[1].backward_workspace_bytes_per_sample = 200 * kKiB;
