@@ -6,8 +6,8 @@
 // layers are tensors; a skip connection is an edge that jumps over layers. Without explicit edges
 // the layers form a chain and edge i -> i+1 carries layer i's output.
 //
-// File format "pipetwin.profile" version 1 (JSON), documented in DESIGN.md ("Formats") and
-// validated on load with errors naming the file and field.
+// File format "pipetwin.profile" version 1 (JSON): the fields below, validated on load with errors
+// naming the file and field.
 //
 // Thread-safety: plain value types.
 #pragma once

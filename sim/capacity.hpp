@@ -1,4 +1,4 @@
-// Capacity planning (issue 6, "Capacity planning (`pipetwin capacity`)"): which cluster of a
+// Capacity planning (`pipetwin capacity`): which cluster of a
 // priced catalog trains a model fastest, and which cheapest?
 //
 // For every cluster, the search tries, with the simulator:

@@ -1,4 +1,4 @@
-// Capacity planning (issue 6): ranking by time and by cost on a hand-checkable catalog, the GPU
+// Capacity planning (sim/capacity.hpp): ranking by time and by cost on a hand-checkable catalog, the GPU
 // count search, the closest miss when nothing fits, the budget, and broken price catalogs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

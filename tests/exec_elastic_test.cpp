@@ -1,4 +1,4 @@
-// PipeTransformer live (issue 4, `pipetwin train --elastic`; exec/elastic_policy.hpp,
+// PipeTransformer live (`pipetwin train --elastic`; exec/elastic_policy.hpp,
 // exec/trainer.hpp "Elastic training"): frozen layers keep their weights bit for bit and train
 // as single-process training with those layers frozen; a transition from K = 2 to K = 1 with
 // twice the replicas keeps every layer's weights and optimizer state, in one process and over 2

@@ -1,4 +1,4 @@
-// Faults in the executor (issue 7): `pipetwin train` on 2 processes over c10d Gloo on 127.0.0.1,
+// Faults in the executor: `pipetwin train` on 2 processes over c10d Gloo on 127.0.0.1,
 // with PIPETWIN_FAULT injecting a stage that throws, a rank killed with SIGKILL, a rank that
 // stops answering, a full disk while checkpointing and a kill between the rank files and the
 // manifest. Each ends the run on every rank with a one-line error within a bounded time, and

@@ -1,8 +1,8 @@
 // Evaluating one configuration: the numbers a sweep row and a capacity candidate report.
 //
 // A plan is judged in two steps. First its memory: the schedule is walked (core/memory.hpp) and
-// the device with the largest peak is compared with the device capacity — "which device runs
-// out, by how much" (issue 6). Then, unless the caller skips plans that do not fit, a full
+// each memory's need (core/memory_pools.hpp: one per device, or one per GPU whose stream sets
+// share it) is compared with its capacity: which device runs out, by how much. Then, unless the caller skips plans that do not fit, a full
 // discrete-event simulation (sim/pipeline_sim.hpp) gives iteration time, throughput and bubble.
 // The compiled schedule is built once and shared by both steps. Its deadlock check is left to
 // the simulation (a stalled engine run and the compiler's timeless run stall on the same
