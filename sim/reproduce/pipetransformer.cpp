@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -29,11 +31,13 @@ using namespace pipetransformer;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const SettingRuns& runs_of(const std::vector<SettingRuns>& all, const std::string& dataset) {
+// `dataset` by value: a name literal passed by reference made GCC 13+ take the returned reference
+// for one into that temporary (-Wdangling-reference).
+const SettingRuns& runs_of(const std::vector<SettingRuns>& all, std::string_view dataset) {
   for (const auto& r : all) {
     if (r.setting.dataset == dataset) return r;
   }
-  throw InputError("reproduce pipetransformer: Table 1 lacks " + dataset);
+  throw InputError("reproduce pipetransformer: Table 1 lacks " + std::string(dataset));
 }
 
 // The value of a text figure (pipetransformer-text-figures.csv) for `figure` and `dataset`.
