@@ -1,5 +1,10 @@
-// `pipetwin compare PREDICTED MEASURED`: prediction next to measurement (core/compare.hpp).
+// `pipetwin compare PREDICTED MEASURED [MEASURED...]`: prediction next to measurement
+// (core/compare.hpp); several measured runs of the plan: compared with the median one, their
+// spread printed beside the error.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "core/compare.hpp"
@@ -11,31 +16,55 @@ namespace pipetwin::cli {
 namespace {
 
 struct CompareArgs {
-  std::string predicted, measured, plan;
+  std::string predicted, plan;
+  std::vector<std::string> measured;
   int skip = 1;
 };
 
-bool is_timeline(const Json& doc) { return doc.is_object() && doc.contains("traceEvents"); }
+bool is_timeline(const Json& doc) {
+  return doc.is_object() && doc.contains("traceEvents");
+}
 
 void run_compare(const CompareArgs& a) {
-  const Json p = load_json_file(a.predicted), m = load_json_file(a.measured);
-  if (is_timeline(p) != is_timeline(m)) {
-    throw InputError("compare: give two timelines or two metrics files, not one of each");
+  const Json p = load_json_file(a.predicted);
+  std::vector<Json> runs;
+  for (const auto& path : a.measured) {
+    runs.push_back(load_json_file(path));
+    if (is_timeline(p) != is_timeline(runs.back())) {
+      throw InputError("compare: give timelines only or metrics files only, not one of each (" +
+                       path + ")");
+    }
   }
-  Comparison c;
+  int stages = 0;
+  bool async = false;
+  double samples = 1;
+  std::vector<Metrics> metrics;  // of each measured run
   if (is_timeline(p)) {
     const Timeline tp = timeline_from_chrome_trace(JsonView(p, a.predicted));
-    const Timeline tm = timeline_from_chrome_trace(JsonView(m, a.measured));
-    int stages = 0;
     for (const auto& e : tp.events) stages = std::max(stages, e.action.stage + 1);
-    const bool async = !tp.schedule.empty() && schedule_info(tp.schedule).asynchronous;
-    double samples = 1;
+    async = !tp.schedule.empty() && schedule_info(tp.schedule).asynchronous;
     if (!a.plan.empty()) samples = load_plan(a.plan).batch_size;
-    c = compare_timelines(tp, tm, stages, async, samples, a.skip);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      metrics.push_back(compute_metrics(
+          timeline_from_chrome_trace(JsonView(runs[i], a.measured[i])), stages, async, samples));
+    }
   } else {
-    c = compare_metrics(metrics_from_json(JsonView(p, a.predicted)),
-                        metrics_from_json(JsonView(m, a.measured)), a.skip);
+    for (size_t i = 0; i < runs.size(); ++i)
+      metrics.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
   }
+  std::vector<double> times;
+  for (const auto& m : metrics) times.push_back(m.iteration_time_s);
+  size_t mid = 0;
+  const RunSpread spread = run_spread(times, &mid);
+  Comparison c;
+  if (is_timeline(p)) {
+    c = compare_timelines(timeline_from_chrome_trace(JsonView(p, a.predicted)),
+                          timeline_from_chrome_trace(JsonView(runs[mid], a.measured[mid])), stages,
+                          async, samples, a.skip);
+  } else {
+    c = compare_metrics(metrics_from_json(JsonView(p, a.predicted)), metrics[mid], a.skip);
+  }
+  if (spread.runs > 1) c.spread = spread;
   std::fputs(render_comparison(c).c_str(), stdout);
 }
 
@@ -45,7 +74,10 @@ void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* cmd = app.add_subcommand("compare", "Put a prediction next to a measurement");
   cmd->add_option("predicted", args->predicted, "predicted timeline or metrics JSON")->required();
-  cmd->add_option("measured", args->measured, "measured timeline or metrics JSON")->required();
+  cmd->add_option("measured", args->measured,
+                  "measured timelines or metrics JSON: one run, or several runs of the plan "
+                  "(compared with the median one, their spread shown)")
+      ->required();
   cmd->add_option("--plan", args->plan, "the plan (for throughput in samples/s)");
   cmd->add_option("--skip", args->skip, "leading iterations left out of the headline (warm-up)")
       ->capture_default_str();

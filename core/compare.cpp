@@ -38,6 +38,21 @@ void headline(Comparison& c, int skip_first) {
 
 }  // namespace
 
+RunSpread run_spread(const std::vector<double>& t, size_t* median_run) {
+  RunSpread s;
+  if (t.empty()) return s;
+  std::vector<size_t> order(t.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t[a] < t[b]; });
+  const size_t mid = order[(order.size() - 1) / 2];
+  if (median_run) *median_run = mid;
+  s.runs = static_cast<int>(t.size());
+  s.low_s = t[order.front()];
+  s.median_s = t[mid];
+  s.high_s = t[order.back()];
+  return s;
+}
+
 Comparison compare_metrics(const Metrics& p, const Metrics& m, int skip_first) {
   Comparison c;
   const auto dp = step_durations(p), dm = step_durations(m);
@@ -122,6 +137,19 @@ std::string render_comparison(const Comparison& c) {
   out += fmt::format("\niteration-time error: median {:.1f}%, worst {:.1f}% (iteration {})\n",
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
+  if (c.spread.runs > 1 && !c.summary.empty()) {
+    const double e = c.summary.front().error(), w = c.spread.half_width();
+    out += fmt::format(
+        "run-to-run spread: {} runs, steady iteration time {} .. {} (median {}, +-{:.1f}%); the "
+        "error {:+.1f}% is {} it\n",
+        c.spread.runs, value(c.spread.low_s, "s"), value(c.spread.high_s, "s"),
+        value(c.spread.median_s, "s"), w * 100, e * 100,
+        std::fabs(e) <= w ? "within: not told from noise" : "outside");
+  } else {
+    out +=
+        "run-to-run spread: one measured run (give several to see how far runs of the plan "
+        "land apart)\n";
+  }
   return out;
 }
 

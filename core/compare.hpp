@@ -4,7 +4,8 @@
 // (between consecutive optimizer-step ends), the steady-state iteration time, throughput, bubble
 // fraction, per-device utilization and peak memory, and, from timelines, the median duration of
 // each action kind on each stage. Relative errors are (predicted - measured) / measured; the
-// headline is the median and the worst |error| over the iterations.
+// headline is the median and the worst |error| over the iterations. Given several measured runs,
+// `pipetwin compare` compares with the median one and prints their spread beside the error.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -25,7 +26,22 @@ struct CompareRow {
   std::string unit;      // "s", "bytes", "fraction", "samples/s"
 };
 
+// The steady iteration time of several measured runs of one plan: how far apart runs of the same
+// plan land on this machine (a VM's: 304 to 357 ms for four runs of one plan), so that a
+// prediction error inside it cannot be told from noise.
+struct RunSpread {
+  int runs = 0;  // 0: one measured run, no spread known
+  double low_s = 0, median_s = 0, high_s = 0;
+  // Half the range, relative to the median: the +- a single run's error carries.
+  double half_width() const { return median_s > 0 ? (high_s - low_s) / (2 * median_s) : 0; }
+};
+
+// The spread of `iteration_times_s` (one per run); the index of the median run (the lower
+// middle one for an even count) in `*median_run`.
+RunSpread run_spread(const std::vector<double>& iteration_times_s, size_t* median_run);
+
 struct Comparison {
+  RunSpread spread;                    // set by the caller when several runs were measured
   std::vector<CompareRow> iterations;  // one per step
   std::vector<CompareRow> summary;     // iteration time, throughput, bubble, devices
   std::vector<CompareRow> actions;     // median duration per (stage, action kind); timelines only

@@ -43,6 +43,8 @@ write("bad_link.json", lambda q: q["cluster"]["intra_node_link"].update(bandwidt
 write("bad_format.json", lambda q: q.update(format="pipetwin.profile"))
 open(f"{d}/truncated.json", "w").write(json.dumps(p)[:200])
 PY
+# compare: a metrics file among timelines names the file.
+expect_error "not one of each ($tmp/m.json)" "$bin" compare "$tmp/t.json" "$tmp/t.json" "$tmp/m.json"
 expect_error "bad_chunks.json: batch_size: 8 is not divisible by dp x chunks = 1 x 3" "$bin" simulate --plan "$tmp/bad_chunks.json"
 expect_error "bad_layer.json: stages[1].layers: layer 0 already in stage 0" "$bin" simulate --plan "$tmp/bad_layer.json"
 expect_error "bad_time.json: profile.layers[2].timings[0].forward_s: expected a non-negative number" "$bin" simulate --plan "$tmp/bad_time.json"

@@ -121,6 +121,33 @@ TEST(Compare, RenderedTableNamesTheHeadline) {
   EXPECT_NE(out.find("iteration-time error: median 9.1%, worst 9.1%"), std::string::npos);
 }
 
+// Four runs of one plan, as a VM gave them (304, 357, 342, 315 ms): the median run is the lower
+// middle one (315 ms), the spread +-(357 - 304) / (2 x 315) = +-8.4%.
+TEST(Compare, RunSpreadIsTheRangeAroundTheMedianRun) {
+  size_t mid = 99;
+  const RunSpread s = run_spread({0.304, 0.357, 0.342, 0.315}, &mid);
+  EXPECT_EQ(s.runs, 4);
+  EXPECT_EQ(mid, 3u);
+  EXPECT_DOUBLE_EQ(s.low_s, 0.304);
+  EXPECT_DOUBLE_EQ(s.median_s, 0.315);
+  EXPECT_DOUBLE_EQ(s.high_s, 0.357);
+  EXPECT_NEAR(s.half_width(), 0.053 / 0.630, 1e-12);
+  EXPECT_EQ(run_spread({}, &mid).runs, 0);
+}
+
+TEST(Compare, RenderedSpreadSaysWhetherTheErrorIsNoise) {
+  const Timeline p = predicted_timeline();
+  Comparison c = compare(p, scaled(p, 1.05));  // predicted 4.8% under the median run
+  c.spread = run_spread({1.0, 1.05, 1.12}, nullptr);  // +-5.7%
+  EXPECT_NE(render_comparison(c).find("3 runs"), std::string::npos);
+  EXPECT_NE(render_comparison(c).find("is within: not told from noise"), std::string::npos);
+  c = compare(p, scaled(p, 1.25));  // 20% under
+  c.spread = run_spread({1.0, 1.05, 1.12}, nullptr);
+  EXPECT_NE(render_comparison(c).find("is outside it"), std::string::npos);
+  c.spread = {};
+  EXPECT_NE(render_comparison(c).find("one measured run"), std::string::npos);
+}
+
 TEST(Compare, MetricsAloneCompareIterationsButNoActions) {
   const Timeline p = predicted_timeline();
   const Metrics mp = compute_metrics(p, kStages, false, 4);
