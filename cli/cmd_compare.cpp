@@ -27,26 +27,29 @@ bool is_timeline(const Json& doc) {
 
 void run_compare(const CompareArgs& a) {
   const Json p = load_json_file(a.predicted);
+  const bool timelines = is_timeline(p);
   std::vector<Json> runs;
   for (const auto& path : a.measured) {
     runs.push_back(load_json_file(path));
-    if (is_timeline(p) != is_timeline(runs.back())) {
+    if (is_timeline(runs.back()) != timelines) {
       throw InputError("compare: give timelines only or metrics files only, not one of each (" +
                        path + ")");
     }
   }
+  std::vector<Metrics> metrics;  // of each measured run
+  std::vector<Timeline> measured;
+  Timeline tp;
   int stages = 0;
   bool async = false;
   double samples = 1;
-  std::vector<Metrics> metrics;  // of each measured run
-  if (is_timeline(p)) {
-    const Timeline tp = timeline_from_chrome_trace(JsonView(p, a.predicted));
+  if (timelines) {
+    tp = timeline_from_chrome_trace(JsonView(p, a.predicted));
     for (const auto& e : tp.events) stages = std::max(stages, e.action.stage + 1);
     async = !tp.schedule.empty() && schedule_info(tp.schedule).asynchronous;
     if (!a.plan.empty()) samples = load_plan(a.plan).batch_size;
     for (size_t i = 0; i < runs.size(); ++i) {
-      metrics.push_back(compute_metrics(
-          timeline_from_chrome_trace(JsonView(runs[i], a.measured[i])), stages, async, samples));
+      measured.push_back(timeline_from_chrome_trace(JsonView(runs[i], a.measured[i])));
+      metrics.push_back(compute_metrics(measured.back(), stages, async, samples));
     }
   } else {
     for (size_t i = 0; i < runs.size(); ++i)
@@ -56,14 +59,9 @@ void run_compare(const CompareArgs& a) {
   for (const auto& m : metrics) times.push_back(m.iteration_time_s);
   size_t mid = 0;
   const RunSpread spread = run_spread(times, &mid);
-  Comparison c;
-  if (is_timeline(p)) {
-    c = compare_timelines(timeline_from_chrome_trace(JsonView(p, a.predicted)),
-                          timeline_from_chrome_trace(JsonView(runs[mid], a.measured[mid])), stages,
-                          async, samples, a.skip);
-  } else {
-    c = compare_metrics(metrics_from_json(JsonView(p, a.predicted)), metrics[mid], a.skip);
-  }
+  Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)
+                           : compare_metrics(metrics_from_json(JsonView(p, a.predicted)),
+                                             metrics[mid], a.skip);
   if (spread.runs > 1) c.spread = spread;
   std::fputs(render_comparison(c).c_str(), stdout);
 }

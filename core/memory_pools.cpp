@@ -28,6 +28,13 @@ std::vector<MemoryPool> memory_pools(const Cluster& cluster, const std::vector<i
   return pools;
 }
 
+std::vector<MemoryPool> memory_pools(const Cluster& cluster, const std::vector<int>& placement,
+                                     const MemoryWalk& walk) {
+  std::vector<double> peaks;
+  for (const auto& dm : walk.devices) peaks.push_back(dm.peak_bytes);
+  return memory_pools(cluster, placement, peaks);
+}
+
 const MemoryPool* tightest_pool(const std::vector<MemoryPool>& pools) {
   const MemoryPool* worst = nullptr;
   for (const MemoryPool& p : pools) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/memory.hpp"
 
 namespace pipetwin {
 
@@ -28,6 +29,9 @@ struct MemoryPool {
 // schedule device d's peak; `placement[d]` its cluster device.
 std::vector<MemoryPool> memory_pools(const Cluster& cluster, const std::vector<int>& placement,
                                      const std::vector<double>& peaks);
+// The same with each schedule device's peak read off the memory walk.
+std::vector<MemoryPool> memory_pools(const Cluster& cluster, const std::vector<int>& placement,
+                                     const MemoryWalk& walk);
 
 // The pool with the most need over its capacity (the most loaded one when all fit); null when
 // there is none.

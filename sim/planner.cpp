@@ -105,9 +105,7 @@ void check_fits(const Plan& plan) {
   const PlanContext ctx(plan, 0);
   const CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
   const MemoryWalk walk = walk_memory(cs, ctx.stages);
-  std::vector<double> peaks;
-  for (const auto& dm : walk.devices) peaks.push_back(dm.peak_bytes);
-  const auto pools = memory_pools(plan.cluster, ctx.placement, peaks);
+  const auto pools = memory_pools(plan.cluster, ctx.placement, walk);
   const MemoryPool* worst = tightest_pool(pools);
   if (worst && worst->need_bytes > worst->capacity_bytes) {
     throw InputError(fmt::format(

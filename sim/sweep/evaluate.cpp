@@ -16,12 +16,9 @@ namespace pipetwin::sim {
 namespace {
 
 void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e) {
-  std::vector<double> peaks;
-  for (const auto& dm : walk.devices) {
-    peaks.push_back(dm.peak_bytes);
+  for (const auto& dm : walk.devices)
     e.peak_memory_max_bytes = std::max(e.peak_memory_max_bytes, dm.peak_bytes);
-  }
-  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, peaks);
+  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, walk);
   e.physical_units = physical_units(ctx.plan.cluster, ctx.placement);
   const MemoryPool* worst = tightest_pool(pools);
   e.capacity_bytes = worst ? worst->capacity_bytes : ctx.plan.cluster.device.memory_bytes;
