@@ -23,7 +23,11 @@ cmake --build "$B" -j "${PIPETWIN_JOBS:-$(nproc)}" --target pipetwin $(printf 'f
 S="$B/seeds"
 rm -rf "$S" && for t in "${all[@]}"; do mkdir -p "$S/$t"; done
 export PIPETWIN_DATA="$PWD" ASAN_OPTIONS=detect_leaks=0
-cp traces/*/*.profile.json "$S/profile/"
+# Several trace folders ship a profile of the same name: keep each under its folder's name.
+for f in traces/*/*.profile.json; do
+  d=${f%/*}
+  cp "$f" "$S/profile/${d##*/}-${f##*/}"
+done
 cp hardware/clusters/*.json "$S/cluster/"
 "$B/pipetwin" plan --model vit:tiny --cluster local-cpu-2 --stages 2 --batch 8 --chunks 4 -o "$S/plan/vit.json" >/dev/null
 "$B/pipetwin" plan --model uniform:layers=8,act_kb=4,param_kb=64 --cluster dgx-h100 --stages 4 --dp 2 --batch 64 \
