@@ -31,6 +31,7 @@ struct CapacityArgs {
   int batch = 0, jobs = 0;
   double samples = 0, epochs = 1, budget = 0;
   bool quiet = false;
+  ResolveOptions precision;
 };
 
 std::string plan_text(const sim::CapacityChoice& c) {
@@ -149,10 +150,12 @@ void write_outputs(const sim::CapacityReport& r, const std::string& dir) {
 }
 
 void run_capacity(const CapacityArgs& a) {
+  check_precision_options(a.precision);
   const Catalog catalog = load_catalog(a.catalog);
   sim::CapacityRequest q;
   q.model = a.model;
   q.profile_path = a.profile;
+  q.precision = a.precision;
   q.catalog = &catalog;
   q.prices =
       sim::load_prices(a.prices.empty() ? sim::default_prices_path(catalog) : a.prices, catalog);
@@ -187,6 +190,7 @@ void add_capacity_command(CLI::App& app) {
       ->required();
   cmd->add_option("--epochs", a->epochs, "epochs")->capture_default_str();
   cmd->add_option("--catalog", a->catalog, "hardware catalog folder (default: hardware/)");
+  add_precision_options(cmd, &a->precision);
   cmd->add_option("--prices", a->prices, "prices file (default: <catalog>/prices.json)");
   cmd->add_option("--clusters", a->clusters, "clusters to consider (default: every priced one)")
       ->delimiter(',');

@@ -62,6 +62,7 @@ struct SweepArgs {
   bool quiet = false;
   std::vector<std::string> merge_inputs;
   std::string merge_output;
+  ResolveOptions precision;
 };
 
 // Progress on stderr: a redrawn bar on a terminal, a line per 10% otherwise.
@@ -125,6 +126,9 @@ sim::PointConfig base_config(const SweepArgs& a) {
   c.dp = a.dp;
   c.frozen = a.frozen;
   c.alpha = a.alpha;
+  check_precision_options(a.precision);
+  c.dtype = a.precision.dtype;
+  c.optimizer = a.precision.optimizer;
   if (!parse_checkpoint(a.checkpoint, c.checkpoint)) {
     throw InputError(fmt::format(
         "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint));
@@ -248,6 +252,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster, "cluster file or name in hardware/clusters")
       ->capture_default_str();
   cmd->add_option("--catalog", a->catalog, "hardware catalog folder (default: hardware/)");
+  add_precision_options(cmd, &a->precision);
   cmd->add_option("-K,--stages", a->stages, "pipeline length K")->capture_default_str();
   cmd->add_option("--schedule", a->schedule, "schedule")->capture_default_str();
   cmd->add_option("-B,--batch", a->batch, "global batch size")->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "core/cluster.hpp"
 #include "core/metrics.hpp"
+#include "core/model_source.hpp"
 #include "core/plan.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -41,6 +42,12 @@ struct LocalJobResult {
 };
 LocalJobResult relaunch_local_job(int nproc, int master_port,
                                   const std::vector<std::string>& extra);
+
+// --dtype and --optimizer of the analytic verbs (plan, sweep, capacity): the precision and the
+// optimizer a profile is resolved for (core/model_source.hpp). check_precision_options() turns a
+// bad value into an InputError naming the flag before anything runs.
+void add_precision_options(CLI::App* cmd, ResolveOptions* options);
+void check_precision_options(const ResolveOptions& options);
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);

@@ -4,9 +4,26 @@
 
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
+#include "core/precision.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/zoo/zoo.hpp"
 
 namespace pipetwin::cli {
+
+void add_precision_options(CLI::App* cmd, ResolveOptions* options) {
+  cmd->add_option("--dtype", options->dtype,
+                  "training precision: float32, bfloat16 or float16 (mixed precision: 2-byte "
+                  "weights and activations, float32 master weights), float64 (default: what the "
+                  "profile has; analytic float32)");
+  cmd->add_option("--optimizer", options->optimizer,
+                  "sgd, momentum or adam: the optimizer's state and step time (default: what the "
+                  "profile was measured with; analytic adam)");
+}
+
+void check_precision_options(const ResolveOptions& options) {
+  if (!options.dtype.empty()) zoo::dtype_bytes(options.dtype, "--dtype");
+  if (!options.optimizer.empty()) parse_optimizer(options.optimizer, "--optimizer");
+}
 
 Catalog load_catalog(const std::string& dir) {
   return Catalog::load(dir.empty() ? Catalog::default_dir() : dir);
@@ -15,11 +32,13 @@ Catalog load_catalog(const std::string& dir) {
 std::string plan_summary(const PlanContext& ctx) {
   const Plan& p = ctx.plan;
   std::string out = fmt::format(
-      "plan: {} on {} ({} x {} {}), schedule {}, K={} stages on {} devices x dp {}, batch {} = {} x "
-      "M={} chunks x micro-batch {}, checkpoint {}, partitioner {}\n",
+      "plan: {} on {} ({} x {} {}), schedule {}, K={} stages on {} devices x dp {}, batch {} = {} "
+      "x "
+      "M={} chunks x micro-batch {}, checkpoint {}, partitioner {}, {}{}\n",
       p.model, p.cluster.name, p.cluster.nodes, p.cluster.devices_per_node, p.cluster.device.name,
       p.schedule, p.num_stages(), p.devices_per_replica(), p.dp, p.batch_size, p.dp, p.chunks,
-      p.micro_batch_size(), checkpoint_name(p.checkpoint), p.partitioner);
+      p.micro_batch_size(), checkpoint_name(p.checkpoint), p.partitioner, p.profile.dtype,
+      p.profile.optimizer.empty() ? "" : ", optimizer " + p.profile.optimizer);
   Table t({"stage", "device", "layers", "forward", "backward", "params", "activations/mb"});
   for (size_t s = 0; s < ctx.stages.size(); ++s) {
     const auto& st = ctx.stages[s];
@@ -46,13 +65,15 @@ std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
   head.add({"throughput", fmt_rate(m.throughput_samples_per_s) + " samples"});
   head.add({"bubble fraction", fmt_percent(m.bubble_fraction)});
   head.add({"communication", fmt_seconds(m.comm_time_s) + ", " +
-                                 fmt_percent(m.comm_overlap_fraction) + " overlapped with compute"});
+                                 fmt_percent(m.comm_overlap_fraction) +
+                                 " overlapped with compute"});
   head.add({"makespan", fmt_seconds(m.makespan_s)});
   out += head.render() + "\n";
   Table dev({"device", "utilization", "busy", "comm", "peak memory", "capacity"});
   for (const auto& d : m.devices) {
     dev.add({d.name, fmt_percent(d.utilization), fmt_seconds(d.busy_s), fmt_seconds(d.comm_s),
-             fmt_bytes(d.peak_memory_bytes), fmt_percent(d.peak_memory_bytes / p.cluster.device.memory_bytes)});
+             fmt_bytes(d.peak_memory_bytes),
+             fmt_percent(d.peak_memory_bytes / p.cluster.device.memory_bytes)});
   }
   out += dev.render();
   if (!m.staleness.empty()) {

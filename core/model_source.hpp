@@ -14,6 +14,12 @@
 //   5. any other shipped profile of that name (e.g. an analytic one for another device).
 // The device is a DeviceSpec, or a name looked up in the default catalog (hardware/devices.json).
 //
+// ResolveOptions narrows it to a training precision and an optimizer. With a dtype, steps 3 and 5
+// consider only profiles in that dtype, step 1 refuses a file of another dtype, and step 4 builds
+// the analytic profile in it (with the efficiencies calibrated for that device and dtype,
+// <catalog>/efficiency/<device>-<dtype>.json, before <device>.json). With an optimizer, the
+// profile's optimizer state and step time are made that optimizer's (core/precision.hpp).
+//
 // Thread-safety: pure functions (reads files).
 #pragma once
 
@@ -35,9 +41,21 @@ Profile resolve_profile(const std::string& model, const std::string& profile_pat
 Profile resolve_profile(const std::string& model, const std::string& profile_path,
                         const DeviceSpec& device, const std::string& efficiency_file = "");
 
+struct ResolveOptions {
+  std::string dtype;      // empty: any (a measured profile first, else an analytic float32 one)
+  std::string optimizer;  // empty: as the profile states (analytic: adam)
+  std::string efficiency_file;  // overrides the catalog's calibrated efficiencies
+};
+Profile resolve_profile(const std::string& model, const std::string& profile_path,
+                        const DeviceSpec& device, const ResolveOptions& options);
+// As above with the device named in the default catalog (a name not there allows only steps
+// 1-3 and 5).
+Profile resolve_profile(const std::string& model, const std::string& profile_path,
+                        const std::string& device, const ResolveOptions& options);
+
 // Shipped profiles found under `dir` (recursively): path and the model/device they describe.
 struct ShippedProfile {
-  std::string path, model, device, source;
+  std::string path, model, device, source, dtype;
 };
 std::vector<ShippedProfile> list_shipped_profiles(const std::string& dir);
 

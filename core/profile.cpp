@@ -95,7 +95,7 @@ std::vector<ProfileEdge> Profile::effective_edges() const {
 
 Profile profile_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
-  doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes",
+  doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes", "optimizer",
                   "input_bytes_per_sample", "layers", "edges", "core_slowdown", "cold_pauses_s"});
   Profile p;
   p.model = doc.string("model");
@@ -107,6 +107,12 @@ Profile profile_from_json(const JsonView& doc) {
         fmt::format("expected \"measured\", \"analytic\" or \"synthetic\", got \"{}\"", p.source));
   }
   p.notes = doc.string_or("notes", "");
+  p.optimizer = doc.string_or("optimizer", "");
+  if (!p.optimizer.empty() && p.optimizer != "sgd" && p.optimizer != "momentum" &&
+      p.optimizer != "adam") {
+    doc.at("optimizer")
+        .fail(fmt::format("expected \"sgd\", \"momentum\" or \"adam\", got \"{}\"", p.optimizer));
+  }
   p.input_bytes_per_sample = doc.nonneg_or("input_bytes_per_sample", 0);
   if (auto pauses = doc.find("cold_pauses_s")) {
     for (const auto& v : pauses->items()) {
@@ -160,6 +166,7 @@ Json profile_to_json(const Profile& p) {
   doc["dtype"] = p.dtype;
   doc["source"] = p.source;
   if (!p.notes.empty()) doc["notes"] = p.notes;
+  if (!p.optimizer.empty()) doc["optimizer"] = p.optimizer;
   doc["input_bytes_per_sample"] = p.input_bytes_per_sample;
   if (!p.core_slowdown.empty()) doc["core_slowdown"] = p.core_slowdown;
   if (!p.cold_pauses_s.empty()) doc["cold_pauses_s"] = p.cold_pauses_s;

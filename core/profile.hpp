@@ -83,6 +83,9 @@ struct Profile {
   std::string device;  // device it was measured on (a catalog name, e.g. "cpu-core", "h100-sxm")
   std::string dtype = "float32";
   std::string source = "measured";  // "measured", "analytic" or "synthetic"
+  // The optimizer rule the optimizer_bytes and optimizer_step_s are for: "sgd", "momentum" or
+  // "adam" (core/precision.hpp); empty: not stated (profiles written before it was recorded).
+  std::string optimizer;
   std::string notes;
   double input_bytes_per_sample = 0;  // the model's input (fed to the first layer)
   std::vector<LayerProfile> layers;

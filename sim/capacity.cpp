@@ -200,7 +200,7 @@ std::vector<Target> load_targets(const CapacityRequest& r) {
           fmt::format("--clusters: cluster \"{}\" has no price (add it to the prices file)", name));
     }
     t.price = price->second;
-    t.profile = resolve_profile(r.model, r.profile_path, t.cluster.device.name);
+    t.profile = resolve_profile(r.model, r.profile_path, t.cluster.device, r.precision);
     targets.push_back(std::move(t));
   }
   return targets;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/model_source.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/schedule.hpp"
 
@@ -56,6 +57,7 @@ std::string default_prices_path(const Catalog& catalog);  // <catalog>/prices.js
 struct CapacityRequest {
   std::string model;
   std::string profile_path;  // instead of resolving `model`
+  ResolveOptions precision;  // training dtype and optimizer (core/model_source.hpp)
   const Catalog* catalog = nullptr;
   PriceList prices;
   std::vector<std::string> clusters;  // empty: every priced cluster, in the prices file's order

@@ -156,13 +156,17 @@ void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
 
 void Engine::reshare(const TaskGraph& g, int share, double now) {
   const auto& run = running_[static_cast<size_t>(share)];
-  const bool shared = run.size() >= 2;
+  // Each co-runner beyond the first adds what one adds: n running take d + (n - 1)(shared - d).
+  const double others = static_cast<double>(run.size()) - 1;
   for (int32_t id : run) {
     const auto t = static_cast<size_t>(id);
     left_[t] = std::max(0.0, left_[t] - (now - since_[t]) * rate_[t]);
     since_[t] = now;
-    const double d = (shared && !g.shared_duration.empty() ? g.shared_duration[t] : g.duration[t]) *
-                     (scale_.empty() ? 1.0 : scale_[t]);
+    const double alone = g.duration[t];
+    const double shared = others > 0 && !g.shared_duration.empty()
+                              ? alone + others * (g.shared_duration[t] - alone)
+                              : alone;
+    const double d = shared * (scale_.empty() ? 1.0 : scale_[t]);
     rate_[t] = d > 0 ? 1.0 / d : 0.0;
     const double finish = d > 0 ? now + left_[t] * d : now;
     (*end_)[t] = finish;

@@ -12,8 +12,11 @@
 // Streams may share a capacity (processor sharing): streams in one sharing group — the compute
 // streams of two vCPUs that are hyper-threads of one physical core, say — slow each other down.
 // A task runs at its own speed while it is alone in its group and at `shared_duration` speed
-// while another task of the group runs too; when a task of the group starts or ends, the
-// remaining work of the others is carried over at the new speed and their end rescheduled.
+// while one other task of the group runs too; each further co-runner adds as much again, so
+// with n running a task takes duration + (n - 1) x (shared_duration - duration) (a GPU's four
+// stream sets of saturating kernels, shared_duration = 2 x duration, each get a quarter). When a
+// task of the group starts or ends, the remaining work of the others is carried over at the new
+// speed and their end rescheduled.
 // Edge offsets (a successor released before its predecessor ends: an all-reduce bucket whose
 // gradients are ready mid-backward) stay at their unshared times, an approximation.
 //

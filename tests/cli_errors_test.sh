@@ -56,6 +56,12 @@ expect_error "missing.json: cannot open" "$bin" simulate --plan "$tmp/missing.js
 
 # Bad flags and names.
 expect_error "--chunks: expected a positive integer or auto" "$bin" plan --model "$model" -K 2 -B 8 -M x -o "$tmp/x.json"
+expect_error "--dtype: unknown dtype \"float8\" (known: float32, tfloat32, float16, bfloat16, float64)" "$bin" plan --model "$model" -K 2 -B 8 --dtype float8 -o "$tmp/x.json"
+expect_error "--optimizer: unknown optimizer \"lamb\" (known: sgd, momentum, adam)" "$bin" plan --model "$model" -K 2 -B 8 --optimizer lamb -o "$tmp/x.json"
+expect_error "--dtype: unknown dtype \"int4\"" "$bin" sweep --model "$model" --grid 'stages=1,2' --dtype int4 -o "$tmp/x.csv"
+expect_error "--grid: dtype: unknown value \"fp8\"" "$bin" sweep --model "$model" --grid 'dtype=fp8' -o "$tmp/x.csv"
+expect_error "--dtype: unknown dtype \"half\"" "$bin" capacity --model "$model" -B 8 --samples 100 --dtype half
+expect_error "mlp.profile.json: dtype: the profile was measured in float32, not bfloat16 (--dtype)" "$bin" plan --profile "$src/traces/cpu-core/mlp.profile.json" -K 2 -B 8 --dtype bfloat16 -o "$tmp/x.json"
 expect_error "unknown partitioner \"magic\"" "$bin" plan --model "$model" -K 2 -B 8 --partitioner magic -o "$tmp/x.json"
 expect_error "unknown option \"speed\" for model uniform" "$bin" plan --model "uniform:speed=3" -K 2 -B 8 -o "$tmp/x.json"
 expect_error "--cluster: \"moon\" is neither a file nor a cluster" "$bin" plan --model "$model" --cluster moon -K 2 -B 8 -o "$tmp/x.json"

@@ -184,6 +184,39 @@ TEST(EngineSharing, TasksSlowEachOtherOnlyWhileBothRun) {
   EXPECT_DOUBLE_EQ(e[a], 5.0);
 }
 
+TEST(EngineSharing, EachFurtherCoRunnerAddsAsMuchAgain) {
+  // Four streams of one GPU, each task 1 s alone and 2 s beside one other (fair share of a
+  // saturated device): four together take 1 + 3 x (2 - 1) = 4 s each, the device's total work;
+  // a task after them runs alone again.
+  G b;
+  std::vector<int> t;
+  for (int s = 0; s < 4; ++s) t.push_back(b.task(s, 1.0));
+  const int after = b.task(0, 1.0);
+  b.g.stream_share = {0, 0, 0, 0};
+  b.g.shared_duration = {2.0, 2.0, 2.0, 2.0, 2.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  for (int id : t) EXPECT_DOUBLE_EQ(e[id], 4.0);
+  EXPECT_DOUBLE_EQ(e[after], 5.0);
+}
+
+TEST(EngineSharing, ThreeThenTwoCarryTheWorkOver) {
+  // Tasks of 1, 2 and 2 s alone (2, 4, 4 s beside one other): with three running each takes
+  // 3x its alone time, so the first is done at 3 s, when the others have done 3/6 of their work;
+  // the rest runs two at a time (4 s each): 2 more seconds.
+  G b;
+  const int x = b.task(0, 1.0);
+  const int y = b.task(1, 2.0);
+  const int z = b.task(2, 2.0);
+  b.g.stream_share = {0, 0, 0};
+  b.g.shared_duration = {2.0, 4.0, 4.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[x], 3.0);
+  EXPECT_DOUBLE_EQ(e[y], 5.0);
+  EXPECT_DOUBLE_EQ(e[z], 5.0);
+}
+
 TEST(EngineSharing, UnsharedStreamsAreUnaffected) {
   G b;
   const int a = b.task(0, 4.0);

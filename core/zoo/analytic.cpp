@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/precision.hpp"
 
 namespace pipetwin::zoo {
 
@@ -13,16 +14,19 @@ namespace {
 constexpr const char* kFormat = "pipetwin.efficiency";
 constexpr int kVersion = 1;
 
-// Adam: parameter, gradient, two moments read; parameter and two moments written.
-constexpr double kOptimizerTraffic = 7.0;
-constexpr double kOptimizerState = 2.0;
-
 double checked_efficiency(const JsonView& v) {
   const double e = v.as_positive();
   if (e > kMaxEfficiency) {
     v.fail(fmt::format("efficiency must be at most {} ({} given)", kMaxEfficiency, e));
   }
   return e;
+}
+
+// Beside one co-runner on the same device (stream sets of one GPU, hyper-threads of one core) a
+// task whose roofline term saturates the device gets half of it; its launch overhead is not
+// shared: (overhead + 2 x work) / (overhead + work).
+double fair_share(double task_s, const Efficiency& e) {
+  return task_s > 0 ? 2.0 - e.overhead_s / task_s : 1.0;
 }
 
 }  // namespace
@@ -137,11 +141,14 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
     throw InputError("analytic profile: give at least one micro-batch size");
   for (int b : o.micro_batches) require_positive("analytic profile: micro-batch size", b);
   const Efficiency& e = o.efficiency;
+  const ParamBytes per_param =
+      param_bytes(o.dtype, parse_optimizer(o.optimizer, "analytic profile: optimizer"));
   Profile p;
   p.model = model.name;
   p.device = device.name;
   p.dtype = o.dtype;
   p.source = "analytic";
+  p.optimizer = o.optimizer;
   p.notes =
       fmt::format("roofline over the zoo descriptor ({}); efficiencies: {}", model.description,
                   e.device.empty() ? e.notes : "calibrated on " + e.device);
@@ -152,15 +159,16 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
     lp.kind = l.kind;
     for (int b : o.micro_batches) {
       const LayerWork w = layer_work(l, b, peak, bw, elem);
-      const double fwd = task_time(w.forward, l.kind, e);
-      lp.timings.push_back({b, fwd, task_time(w.backward, l.kind, e), fwd, 1.0});
+      const double fwd = task_time(w.forward, l.kind, e), bwd = task_time(w.backward, l.kind, e);
+      lp.timings.push_back({b, fwd, bwd, fwd, fair_share(fwd, e), fair_share(bwd, e)});
     }
     lp.output_bytes_per_sample = l.output_elems * elem;
     lp.saved_bytes_per_sample = l.saved_elems * elem;
-    lp.param_bytes = static_cast<double>(l.params) * elem;
-    lp.optimizer_bytes = kOptimizerState * lp.param_bytes;
+    const auto params = static_cast<double>(l.params);
+    lp.param_bytes = params * per_param.weight;
+    lp.optimizer_bytes = params * per_param.optimizer();
     lp.optimizer_step_s =
-        l.params > 0 ? e.overhead_s + kOptimizerTraffic * lp.param_bytes / (bw * e.memory) : 0;
+        l.params > 0 ? e.overhead_s + params * per_param.step_traffic / (bw * e.memory) : 0;
     p.layers.push_back(std::move(lp));
   }
   for (const auto& edge : model.edges) {

@@ -13,8 +13,13 @@
 //   backward   2 x the forward FLOPs (input and weight gradients: two products per forward
 //              product); 2 x the forward traffic, and every weight read and its gradient written
 //   recompute  = forward (checkpointing runs the forward again)
-//   optimizer  Adam: state = 2 x parameter bytes; the step is memory-bound: it reads parameter,
-//              gradient and both moments and writes parameter and moments, 7 x parameter bytes
+//   optimizer  the rule's state and, in float16/bfloat16, a float32 master copy of the weights
+//              (core/precision.hpp: Adam in mixed precision is 2 + 2 + 4 + 8 bytes per
+//              parameter); the step is memory-bound, its traffic per parameter is there too
+//              (Adam in float32: 7 x 4 bytes)
+// Contention (LayerTiming::contention, used only where devices share a GPU or a core): the roofline
+// time assumes the task saturates the device, so beside one co-runner it gets half the device,
+// except its launch overhead: (overhead + 2 x (time - overhead)) / time.
 // The overhead is one fixed launch cost per task (kernel launches on a GPU, dispatch and
 // autograd bookkeeping on a CPU). It and the efficiencies are constants below until calibrated
 // against measured profiles (core/zoo/calibration.hpp), then read from a "pipetwin.efficiency"
@@ -88,6 +93,7 @@ double task_time(const TaskWork& w, const std::string& kind, const Efficiency& e
 
 struct AnalyticOptions {
   std::string dtype = "float32";
+  std::string optimizer = "adam";  // sgd, momentum or adam (core/precision.hpp)
   std::vector<int> micro_batches = {1, 2, 4, 8, 16, 32};
   Efficiency efficiency = default_efficiency();
 };

@@ -30,6 +30,14 @@ std::vector<std::string> checkpoint_words() {
   return {"none", "except_last", "always"};
 }
 
+std::vector<std::string> dtype_words() {
+  return {"float32", "tfloat32", "bfloat16", "float16", "float64"};
+}
+
+std::vector<std::string> optimizer_words() {
+  return {"sgd", "momentum", "adam"};
+}
+
 std::string show_int(int v) {
   return std::to_string(v);
 }
@@ -77,6 +85,11 @@ std::vector<Knob> make_knobs() {
   k.push_back({"frozen", KnobType::kInt, "leading frozen layers", 0, 1e6, false, nullptr,
                [](C& c, S, double v) { c.frozen = static_cast<int>(v); },
                [](const C& c) { return show_int(c.frozen); }});
+  k.push_back({"dtype", KnobType::kWord, "training precision (float32, bfloat16, float16, ...)", 0,
+               0, false, dtype_words, [](C& c, S t, double) { c.dtype = t; },
+               [](const C& c) { return c.dtype; }});
+  k.push_back({"optimizer", KnobType::kWord, "sgd, momentum or adam", 0, 0, false, optimizer_words,
+               [](C& c, S t, double) { c.optimizer = t; }, [](const C& c) { return c.optimizer; }});
   k.push_back({"alpha", KnobType::kReal, "freeze rate: a whole elastic run per point (0: none)", 0,
                1, false, nullptr, [](C& c, S, double v) { c.alpha = v; },
                [](const C& c) { return c.alpha < 0 ? std::string() : real_text(c.alpha); }});

@@ -47,6 +47,8 @@ struct PointConfig {
   int dp = 1;           // data-parallel width
   Checkpoint checkpoint = Checkpoint::kNone;
   int frozen = 0;  // leading frozen layers
+  // Training precision and optimizer (core/precision.hpp); empty: what the profile has.
+  std::string dtype, optimizer;
   // PipeTransformer's freeze rate (Equation 1). Set (>= 0), the point is also a whole elastic
   // training run (sim/elastic_sim.hpp); 0 there means no freezing: the Pipe + DDP baseline.
   double alpha = -1;

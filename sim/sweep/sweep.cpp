@@ -99,22 +99,35 @@ void Sweep::resolve_models() {
   if (axis != nullptr && !inputs_.profile_path.empty()) {
     throw InputError("--grid: model: cannot sweep models with --profile (one profile, one model)");
   }
-  std::vector<std::string> models =
-      axis ? axis->values : std::vector<std::string>{inputs_.base.model};
+  const auto values = [this](const char* name, const std::string& fixed) {
+    const Axis* a = grid_.axis(name);
+    return a ? a->values : std::vector<std::string>{fixed};
+  };
+  std::vector<std::string> models = values("model", inputs_.base.model);
   std::set<std::string> devices;
   for (const auto& [name, c] : clusters_) devices.insert(c.device.name);
   for (const auto& model : models) {
     for (const auto& device : devices) {
-      try {
-        Profile p = resolve_profile(model, inputs_.profile_path, device);
-        if (inputs_.base.model.empty() && axis == nullptr) inputs_.base.model = p.model;
-        profiles_[{axis ? model : inputs_.base.model, device}] = std::move(p);
-      } catch (const InputError& e) {
-        const std::string what = e.what();
-        if (axis == nullptr || what.rfind("--model: ", 0) != 0) throw;
-        throw InputError("--grid: model: " + what.substr(9));
+      for (const auto& dtype : values("dtype", inputs_.base.dtype)) {
+        for (const auto& optimizer : values("optimizer", inputs_.base.optimizer)) {
+          resolve_one(model, device, {dtype, optimizer, ""}, axis != nullptr);
+        }
       }
     }
+  }
+}
+
+void Sweep::resolve_one(const std::string& model, const std::string& device,
+                        const ResolveOptions& precision, bool model_axis) {
+  try {
+    Profile p = resolve_profile(model, inputs_.profile_path, device, precision);
+    if (inputs_.base.model.empty() && !model_axis) inputs_.base.model = p.model;
+    const std::string& key = model_axis ? model : inputs_.base.model;
+    profiles_[{key, device, precision.dtype, precision.optimizer}] = std::move(p);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (!model_axis || what.rfind("--model: ", 0) != 0) throw;
+    throw InputError("--grid: model: " + what.substr(9));
   }
 }
 
@@ -122,8 +135,8 @@ const Cluster& Sweep::cluster(const std::string& name) const {
   return clusters_.at(name);
 }
 
-const Profile& Sweep::profile(const std::string& model, const std::string& device) const {
-  return profiles_.at({model, device});
+const Profile& Sweep::profile(const PointConfig& c, const std::string& device) const {
+  return profiles_.at({c.model, device, c.dtype, c.optimizer});
 }
 
 PointConfig Sweep::config(int64_t index) const {
@@ -156,7 +169,7 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
   const Cluster& cl = cluster(c.cluster);
   PlanRequest r;
   r.model = c.model;
-  r.profile = profile(c.model, cl.device.name);
+  r.profile = profile(c, cl.device.name);
   r.cluster = cl;
   r.catalog = &catalog_;
   r.stages = c.stages;
@@ -185,7 +198,7 @@ std::string Sweep::run_elastic(const PointConfig& c, CsvRow& columns) const {
   const Cluster& cl = cluster(c.cluster);
   ElasticConfig ec;
   ec.model = c.model;
-  ec.profile = profile(c.model, cl.device.name);
+  ec.profile = profile(c, cl.device.name);
   ec.cluster = cl;
   ec.compute_scale = resolve_compute_scale(ec.profile, cl, &catalog_);
   ec.stages = c.stages;

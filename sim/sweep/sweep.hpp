@@ -29,6 +29,7 @@
 // Thread-safety: immutable after construction; row() may be called from many threads.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/model_source.hpp"
 #include "core/profile.hpp"
 #include "sim/sweep/csv.hpp"
 #include "sim/sweep/evaluate.hpp"
@@ -76,11 +78,13 @@ class Sweep {
  private:
   void resolve_clusters();
   void resolve_models();
+  void resolve_one(const std::string& model, const std::string& device,
+                   const ResolveOptions& precision, bool model_axis);
   void check_batch_fields() const;
   // A whole elastic run of point `c`: the elastic columns, or an error text.
   std::string run_elastic(const PointConfig& c, CsvRow& columns) const;
   const Cluster& cluster(const std::string& name) const;
-  const Profile& profile(const std::string& model, const std::string& device) const;
+  const Profile& profile(const PointConfig& c, const std::string& device) const;
 
   Grid grid_;
   SweepInputs inputs_;
@@ -88,7 +92,8 @@ class Sweep {
   std::vector<const Knob*> order_;  // knob columns: grid fields, then the others
   bool elastic_ = false;            // alpha is set: every point is also an elastic run
   std::map<std::string, Cluster> clusters_;
-  std::map<std::pair<std::string, std::string>, Profile> profiles_;  // (model, device)
+  // (model, device, dtype, optimizer)
+  std::map<std::array<std::string, 4>, Profile> profiles_;
 };
 
 }  // namespace pipetwin::sim
