@@ -56,7 +56,12 @@ void run_compare(const CompareArgs& a) {
       metrics.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
   }
   std::vector<double> times;
-  for (const auto& m : metrics) times.push_back(m.iteration_time_s);
+  // A run's median step: one stalled step of a noisy VM (we saw 518 ms among 437 ms ones) moves
+  // the steady mean by several percent and its median not at all.
+  for (const auto& m : metrics) {
+    times.push_back(m.iteration_time_median_s > 0 ? m.iteration_time_median_s
+                                                  : m.iteration_time_s);
+  }
   size_t mid = 0;
   const RunSpread spread = run_spread(times, &mid);
   Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)

@@ -128,6 +128,15 @@ std::string table(const std::vector<CompareRow>& rows) {
   return out;
 }
 
+// The row the run-to-run spread is measured in: each run's median step (compare's caller), or
+// the steady mean where the metrics have no median.
+const CompareRow& spread_row(const Comparison& c) {
+  for (const auto& r : c.summary) {
+    if (r.quantity == "iteration time (median step)" && r.measured > 0) return r;
+  }
+  return c.summary.front();
+}
+
 }  // namespace
 
 std::string render_comparison(const Comparison& c) {
@@ -138,13 +147,13 @@ std::string render_comparison(const Comparison& c) {
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
   if (c.spread.runs > 1 && !c.summary.empty()) {
-    const double e = c.summary.front().error(), w = c.spread.half_width();
+    const double e = spread_row(c).error(), w = c.spread.half_width();
     out += fmt::format(
-        "run-to-run spread: {} runs, steady iteration time {} .. {} (median {}, +-{:.1f}%); the "
-        "error {:+.1f}% is {} it\n",
+        "run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}, +-{:.1f}%); "
+        "the error {:+.1f}% is {}\n",
         c.spread.runs, value(c.spread.low_s, "s"), value(c.spread.high_s, "s"),
         value(c.spread.median_s, "s"), w * 100, e * 100,
-        std::fabs(e) <= w ? "within: not told from noise" : "outside");
+        std::fabs(e) <= w ? "within it: not told from noise" : "outside it");
   } else {
     out +=
         "run-to-run spread: one measured run (give several to see how far runs of the plan "

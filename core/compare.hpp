@@ -26,7 +26,7 @@ struct CompareRow {
   std::string unit;      // "s", "bytes", "fraction", "samples/s"
 };
 
-// The steady iteration time of several measured runs of one plan: how far apart runs of the same
+// The iteration time (each run's median step) of several measured runs of one plan: how far apart runs of the same
 // plan land on this machine (a VM's: 304 to 357 ms for four runs of one plan), so that a
 // prediction error inside it cannot be told from noise.
 struct RunSpread {
