@@ -1,4 +1,4 @@
-// Partitioner speed (issue 5: "Partitioning a 2,000-node graph takes seconds, not minutes").
+// Partitioner speed (target: a 2,000-node graph in seconds, not minutes).
 //
 // A 2,000-layer graph shaped like a deep residual network: a chain with a skip edge around every
 // second layer, layer times 0.2-5 ms a sample, parameters and outputs up to 4 MiB (fixed seed),

@@ -1,4 +1,4 @@
-// Sweep speed (issue 6, Must show): a 1,000-point sweep of full discrete-event simulations over a
+// Sweep speed (target: 500 points a second): a 1,000-point sweep of full discrete-event simulations over a
 // 12-layer model — K up to 12, M up to 40, five schedules — in under 2 s on 2 cores, i.e. at
 // least 500 points/s.
 //

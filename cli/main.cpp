@@ -1,5 +1,5 @@
 // pipetwin: predicts and runs pipeline-parallel DNN training. One binary, verbs in the style of
-// git (DESIGN "Command line"). Bad input prints one line "pipetwin: error: ..." and exits 2.
+// git (docs/design.md "Command line"). Bad input prints one line "pipetwin: error: ..." and exits 2.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

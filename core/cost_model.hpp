@@ -1,6 +1,6 @@
 // CostModel: task times, transfer times, collective times and memory terms for one profile on
 // one cluster — the single source of costs for the planner, the simulator and the comparison
-// (DESIGN "Cost model terms").
+// (docs/design.md "Cost model terms").
 //
 //   compute(layer, b)  the profile's t(b) = a + c*b fit (Eigen least squares, linear_fit.hpp),
 //                      times compute_scale (the target device's speed relative to the profiled

@@ -1,6 +1,6 @@
 // Least-squares fit of a task time against micro-batch size: t(b) = a + c*b.
 //
-// The cost model (DESIGN "Profile") fits every profiled layer this way so it can predict times
+// The cost model (docs/design.md "Profile") fits every profiled layer this way so it can predict times
 // at micro-batch sizes that were not profiled. The fit is non-negative least squares in two
 // unknowns (Eigen): when the unconstrained fit gives a negative intercept or slope, that term is
 // fixed at zero and the other refitted, so predictions never go negative when extrapolated. One

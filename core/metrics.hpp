@@ -19,7 +19,7 @@
 //                      a micro-batch and the update its gradient enters (the loss's weight delay);
 //                      gradient staleness likewise for the weights the backward read
 //   peak memory        per device, from the timeline's memory data
-// Metrics JSON ("pipetwin.metrics" v1) uses the key names of DESIGN.md.
+// Metrics JSON ("pipetwin.metrics" v1) uses the key names above.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -6,8 +6,8 @@
 //   1. an explicit profile file;
 //   2. a synthetic spec, built in place;
 //   3. a shipped MEASURED profile under traces/ (a profile whose "model" field is that name),
-//      preferring one measured on the requested device: issue 5, "a measured profile always
-//      wins over the analytic one when both exist" (the cost model scales it to the device);
+//      preferring one measured on the requested device: a measured profile always wins over the
+//      analytic one when both exist (the cost model scales it to the device);
 //   4. a zoo name (core/zoo/zoo.hpp) on a known device: the analytic profile on that device
 //      (core/zoo/analytic.hpp), with the efficiencies calibrated for the device when the catalog
 //      has <catalog>/efficiency/<device>.json, else the built-in defaults;

@@ -2,7 +2,7 @@
 //
 // A plan names the model (zoo name or synthetic spec) and carries the profile and the cluster it
 // was made for, so one plan file drives both `pipetwin simulate` and `pipetwin run` with nothing
-// else (DESIGN "Formats"). It states the partition (layer -> stage -> device), the schedule, the
+// else (docs/design.md "Formats"). It states the partition (layer -> stage -> device), the schedule, the
 // global batch size, the chunk count M, the data-parallel width, checkpointing, frozen layers and
 // the DDP bucket sizes. Format "pipetwin.plan" version 1 (JSON); every field is validated on load
 // with an error naming the file and the field.

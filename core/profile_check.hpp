@@ -1,5 +1,5 @@
 // Profile check: micro-batch sizes whose measured timings look disturbed, so a profiler can
-// measure them again (issue 3, `pipetwin profile`).
+// measure them again (`pipetwin profile`).
 //
 // A cloud VM's vCPUs change speed, and another tenant can stall one for a fraction of a second;
 // the profiler takes the median of its repeats, but a stall longer than half of them moves the

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# PipeTransformer live on this machine, and its replay (issue 4, "Must show": "A live elastic run
-# on this CPU machine ... K shrinks, replicas grow, loss still falls; its freeze trace replayed by
-# the simulator predicts the run's total time within 10%; accuracy within a stated tolerance of
-# the baseline run").
+# PipeTransformer live on this machine, and its replay: on this CPU machine K shrinks, replicas
+# grow, the loss still falls; the run's freeze trace replayed by the simulator should predict its
+# total time within 10%, and its accuracy should stay within a stated tolerance of the baseline's.
 #
 #   1. profile the model here (`pipetwin profile`, the micro-batch sizes the M candidates use),
 #      and time Gloo's all-reduce between 2 processes (the link AutoDP's replicas use);

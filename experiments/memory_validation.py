@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The memory model against the executor's measured peak, for every schedule (issue 5, Must show).
+"""The memory model against the executor's measured peak, for every schedule.
 
 For every test model (mlp, vit:tiny, bert:tiny, the U-Net) the model is profiled here once at its
 micro-batch size (one pass: only the memory figures matter); then for every schedule — naive, gpipe without

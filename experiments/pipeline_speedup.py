@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPipe's speedup and checkpointing's memory saving on this machine (issue 3, "Speed").
+"""GPipe's speedup and checkpointing's memory saving on this machine.
 
 Speed: the same model run sequentially (K=1, M micro-batches on one core) and as a K=2 GPipe
 pipeline with M micro-batches on two cores; the measured speedup T(K=1) / T(K=2) against the

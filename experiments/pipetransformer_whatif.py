@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PipeTransformer what-if (issue 4, "What-if"): the freeze rate alpha and the chunk count M per K.
+"""PipeTransformer what-if: the freeze rate alpha and the chunk count M per K.
 
 Setting: the paper's (`pipetwin reproduce pipetransformer`): ViT-B/16 on 2 nodes x 8 Quadro RTX
 5000, 400 samples per pipeline per step, 10 epochs of ImageNet (1,281,167 samples), PyTorch Pipe's

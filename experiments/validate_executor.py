@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prediction against measurement on this machine (issue 3, "Validation").
+"""Prediction against measurement on this machine.
 
 For every (model, schedule, M): profile the model here at the micro-batch size B/M, plan K
 stages with the balance-time partitioner, simulate the plan, run it for real with the executor,

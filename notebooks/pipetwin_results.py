@@ -1,7 +1,7 @@
 """Loading pipetwin's outputs for the notebooks (pandas and the standard library only).
 
 The results folder is $PIPETWIN_RESULTS, or ../results relative to the notebook. The formats are
-the ones the tools write (DESIGN.md "Formats"):
+the ones the tools write (docs/design.md "Formats"):
 
 - timelines: Chrome trace JSON from `pipetwin simulate --timeline` / `pipetwin run --timeline`,
   "otherData": {"format": "pipetwin.timeline", "source": "simulated" | "measured"}; one "X"

@@ -1,5 +1,5 @@
 // Elastic simulator: a whole PipeTransformer training run replayed over the cost model
-// (DESIGN "Elastic training"; issue 4, "Simulator (pipetwin simulate --elastic)").
+// (docs/design.md "Elastic training"; `pipetwin simulate --elastic`).
 //
 // The run trains `epochs` epochs of `samples` samples, `batch` samples per pipeline replica per
 // optimizer step (PipeTransformer keeps the per-pipeline batch, "around 400 (ViT) and 64

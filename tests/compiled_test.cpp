@@ -1,5 +1,5 @@
 // Compiled schedules (core/schedule/compiled.hpp) and the event queue (sim/event_queue.hpp), as
-// rebuilt for sweep speed (issue 6): the linked dependencies and rendezvous groups equal the rules
+// rebuilt for sweep speed: the linked dependencies and rendezvous groups equal the rules
 // of compiled.hpp recomputed here by brute force over the action lists — for every generator, with
 // data parallelism, gradient buckets, checkpointing, skip edges and several stages per device —
 // the lookup tables name the right actions, a skipped deadlock check gives the engine's stall

@@ -1,4 +1,4 @@
-// core/cost_model.hpp against the closed forms of DESIGN "Cost model terms": transfers, ring
+// core/cost_model.hpp against the closed forms of docs/design.md "Cost model terms": transfers, ring
 // all-reduce, DDP buckets, frozen layers, stage costs and stage edges.
 #include "core/cost_model.hpp"
 

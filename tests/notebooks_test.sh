@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The notebooks (issue 6, "Notebooks"): executes every notebooks/*.ipynb headless with
+# The notebooks: executes every notebooks/*.ipynb headless with
 # `jupyter nbconvert --execute` against the small results folder tests/data/notebook_results/
 # (files written by the pipetwin CLI), and checks each one ran without an error and drew at least
 # one figure — a notebook that finds nothing to plot fails.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pipetwin report` in a browser (issue 6, "Report"): builds a small results folder with the real
+# `pipetwin report` in a browser: builds a small results folder with the real
 # CLI (a predicted/measured pair of simulations, a single run, a sweep CSV, a reproduction CSV
 # carrying markup, a broken file), writes the page, opens it in headless Chromium and checks that
 #   - the screenshot exists and is not blank (size, dimensions),

@@ -1,4 +1,4 @@
-// Skip connections in the schedule IR (core/schedule/transfer_order.hpp, issue 5): stage graphs
+// Skip connections in the schedule IR (core/schedule/transfer_order.hpp): stage graphs
 // whose edges jump over stages (U-Net's skips, T5's encoder output feeding every decoder stage)
 // must not deadlock under any schedule, and every skipped tensor must travel once per
 // micro-batch, straight from its producer stage to its consumer stage (torchgpipe Section 3.3.1,

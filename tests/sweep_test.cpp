@@ -1,4 +1,4 @@
-// What-if sweeps (issue 6): grid parsing and its errors, rows against closed forms, determinism
+// What-if sweeps: grid parsing and its errors, rows against closed forms, determinism
 // across thread counts, resume after an interrupt or a torn row, shards merged == a whole run,
 // and the best-points summary.
 #include <atomic>

@@ -1,7 +1,6 @@
 // Epoch log of an elastic training run: per epoch, the pipeline the run used (K, data-parallel
-// width, chunks M, frozen layers, AutoCache on/off) and how long the epoch took (DESIGN
-// "Elastic training"; issue 4: "a per-epoch log (K, DP width, M, frozen layers, throughput,
-// loss/accuracy)"). The simulator writes it with predicted times, the executor with measured
+// width, chunks M, frozen layers, AutoCache on/off) and how long the epoch took (docs/design.md
+// "Elastic training": K, DP width, M, frozen layers, throughput, loss and accuracy). The simulator writes it with predicted times, the executor with measured
 // times and its loss and accuracy, so the two line up column by column.
 //
 // JSON: "pipetwin.elastic_log" version 1, {"format", "version", "source", "model", "epochs":

@@ -1,6 +1,6 @@
-// Freeze trace: when each transformer layer froze during a training run (DESIGN "Elastic
-// training": "the executor ... writes a freeze trace (when each layer froze); the simulator
-// replays a freeze trace, or the alpha bound alone").
+// Freeze trace: when each transformer layer froze during a training run (docs/design.md
+// "Elastic training"): the executor writes one (when each layer froze); the simulator replays
+// it, or the alpha bound alone.
 //
 // A trace is a list of events "from this point on, n layers are frozen". A point is an epoch
 // and the number of that epoch's samples already trained (0: the epoch's start), because

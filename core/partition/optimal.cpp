@@ -1,5 +1,5 @@
 // `optimal`: the exact min–max contiguous partition, the reference the other partitioners are
-// measured against (issue 5).
+// measured against.
 //
 // Dynamic programming over prefixes: best[k][j] is the smallest possible bottleneck when layers
 // [0, j) form k stages, best[k][j] = min over i of max(best[k-1][i], T(i, j, k-1)), where T is

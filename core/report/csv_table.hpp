@@ -1,6 +1,6 @@
 // CSV tables for the report: reading any CSV with a header, and deciding how to show it.
 //
-// `pipetwin report` (issue 6, "Report") shows three kinds of CSV found in a results folder:
+// `pipetwin report` shows three kinds of CSV found in a results folder:
 //   comparison  a column of the paper's (or the predicted) value next to ours (or the measured):
 //               `pipetwin reproduce` tables (item,metric,paper,ours,unit,relative_error,note),
 //               its summary.csv, and experiments/validate_executor.py (predicted_ms,measured_ms);

@@ -1,4 +1,4 @@
-// `pipetwin report`: one self-contained HTML page over a results folder (issue 6, "Report").
+// `pipetwin report`: one self-contained HTML page over a results folder.
 //
 // The page needs no network: its CSS and script are inlined (core/report/report.css and
 // report.js, embedded at build time), its charts are SVG drawn by that script from a JSON block

@@ -1,6 +1,6 @@
 // The schedule IR's unit: one action a device performs.
 //
-// A schedule is, for every device, an ordered list of actions (DESIGN "The schedule IR"):
+// A schedule is, for every device, an ordered list of actions (docs/design.md "The schedule IR"):
 // Forward(mb, stage), Backward(mb, stage), Recompute(mb, stage), Send/Recv(activation|gradient,
 // mb, peer), AllReduce(bucket), OptimizerStep(stage). Each action runs on one of the device's
 // streams, as torchgpipe runs copies on copy streams beside the compute stream (Section 3.2.3):

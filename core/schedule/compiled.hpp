@@ -1,6 +1,6 @@
 // CompiledSchedule: a validated schedule with its dependencies linked, in flat arrays.
 //
-// "Dependency tracking and validation live once" (DESIGN): both the simulator and the executor
+// "Dependency tracking and validation live once" (docs/design.md): both the simulator and the executor
 // interpret a CompiledSchedule. Compiling checks that the schedule is well formed — every
 // micro-batch forwarded and backwarded exactly once per stage on the stage's device, recompute
 // between them, every Send matched by one Recv, one optimizer step per stage and step after that
@@ -20,7 +20,7 @@
 // plus the schedule's control dependencies. A Send and its Recv, and the all-reduces of one
 // bucket on all replicas, form rendezvous groups that start together.
 //
-// Compiling is on the hot path of sweeps (issue 6: 500 simulated points a second, each point a
+// Compiling is on the hot path of sweeps (the sweep target: 500 simulated points a second, each point a
 // schedule of up to 1.6 x 10^5 actions), so every lookup table is a flat array indexed by small
 // integers — (replica, stage, micro-batch), (replica, stage edge, payload, micro-batch), (stage,
 // step, bucket) — and the dependency lists are built in one counting sort, not in per-action

@@ -4,7 +4,7 @@
 // As PyTorch DDP does, gradients fill buckets in reverse parameter order (default cap 25 MiB,
 // first bucket 1 MiB) and a bucket's all-reduce is launched the moment its last gradient is ready
 // during the step's last backward, on its own stream, so communication overlaps the rest of the
-// backward (DESIGN "Cost model terms"). The bucket contents come from the cost model
+// backward (docs/design.md "Cost model terms"). The bucket contents come from the cost model
 // (PipelineShape::buckets); this pass only places the AllReduce actions.
 //
 // Thread-safety: pure functions.

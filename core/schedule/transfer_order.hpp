@@ -11,8 +11,8 @@
 // 3.3.1, Figure 6). With U-Net stages 0 -> 1 -> 2 and a skip 0 -> 2 the backward has stage 2
 // send gradients to stage 0 and to stage 1 while stage 0 expects the gradient of stage 1 first.
 // Stage 2's send stream then waits for stage 0's receive stream, which waits for stage 1's
-// backward, which waits for the gradient queued behind the first send: a cycle (the U-Net and T5
-// deadlocks of issue 5).
+// backward, which waits for the gradient queued behind the first send: a cycle (how the U-Net and T5
+// plans deadlocked before this rule).
 //
 // The rule. We run the schedule once in idealised time — every compute action takes a nominal
 // time (forward 1, recompute 1, backward 2, optimizer step 0: the usual backward = 2 x forward;

@@ -1,6 +1,6 @@
 // The analytic model zoo: paper-scale models described by numbers, with no weights.
 //
-// Where it lives. DESIGN ("Layout") lists analytic descriptors under models/, but models/ is
+// Where it lives. The LibTorch models are under models/, but models/ is
 // built only with LibTorch; the descriptors live in core/zoo/ so that the planner-only build
 // (PIPETWIN_WITH_TORCH=OFF) can plan and simulate BERT-large or T5-3B on hardware the user does
 // not own. Nothing here includes LibTorch.

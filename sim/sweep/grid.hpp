@@ -1,4 +1,4 @@
-// Grid: the what-if space of `pipetwin sweep` (issue 6, "What-if"), parsed from a spec such as
+// Grid: the what-if space of `pipetwin sweep` (docs/design.md "Simulator"), parsed from a spec such as
 //
 //   stages=1,2,4,8;chunks=auto,4:32:4;schedule=gpipe,1f1b;partitioner=uniform,balance-time
 //

@@ -1,4 +1,4 @@
-// Sweep results as files: merging shards and the summary of the best points (issue 6).
+// Sweep results as files: merging shards and the summary of the best points.
 //
 //   merge_sweeps   the rows of shard files (runner.hpp, --shard i/n) in grid order. The shards
 //                  must share one header and one grid size (the `points` column), a point found

@@ -1,4 +1,4 @@
-// Running a Sweep: all cores, resumable, shardable, deterministic (issue 6, "What-if").
+// Running a Sweep: all cores, resumable, shardable, deterministic.
 //
 //   threads      `jobs` workers (std::thread) take points in index order from a shared counter;
 //                the calling thread writes rows in index order as soon as every earlier row of

@@ -1,5 +1,5 @@
 // Sweep: a Grid over the fixed inputs of a what-if study, and the CSV row of each grid point
-// (issue 6, "What-if (`pipetwin sweep`)").
+// (`pipetwin sweep`, docs/design.md "Simulator").
 //
 // A row is
 //   point, points                 the point's index in the grid and the grid's size
