@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "core/cost_model.hpp"
 #include "core/elastic/autodp.hpp"
 #include "core/elastic/autopipe.hpp"
+#include "core/elastic/decision.hpp"
 #include "core/error.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -112,69 +112,32 @@ void ElasticPolicy::configure_cache(long samples, CacheConfig config, CacheCosts
 }
 
 bool ElasticPolicy::cache_pays_off(int frozen) const {
-  // sim/elastic_sim.cpp's cache_on, term for term: the bytes per sample crossing the boundary,
-  // the share of the machine's samples beyond the memory budget read from disk, against the
-  // frozen layers' forward time per sample at the per-replica batch.
-  const int F = tl_.frozen_profile_layers(frozen);
-  double bytes = 0;
-  for (const auto& e : initial_.profile.effective_edges()) {
-    if (e.from < F && e.to >= F) bytes += e.bytes_per_sample;
-  }
-  const Cluster& c = initial_.cluster;
-  const double node_samples = std::ceil(static_cast<double>(cache_samples_) / c.nodes);
-  const double budget = cache_config_.memory_budget_bytes;
-  const double spilled = bytes > 0 && node_samples > 0 && std::isfinite(budget)
-                             ? std::max(0.0, 1.0 - budget / (node_samples * bytes))
-                             : 0.0;
-  CacheCosts costs = cache_costs_;
-  if (costs.host_bandwidth <= 0) costs.host_bandwidth = c.intra_node.bandwidth;
-  if (costs.disk_bandwidth <= 0) costs.disk_bandwidth = 2e9;
-  CostOptions o;
-  o.compute_scale = initial_.compute_scale;
-  const CostModel cost(initial_.profile, c, o);
-  double forward = 0;
-  for (int l = 0; l < F; ++l) forward += cost.forward_s(l, batch_);
-  return elastic::cache_pays_off(forward / batch_, cache_read_s(bytes, spilled, costs));
+  // The replay's decision (core/elastic/decision.hpp), on the plan's profile and cluster.
+  CacheInputs in;
+  in.samples = cache_samples_;
+  in.config = cache_config_;
+  in.costs = cache_costs_;
+  in.batch = batch_;
+  return elastic::cache_on(initial_, tl_.frozen_profile_layers(frozen), in);
 }
 
 Plan ElasticPolicy::plan_for(int frozen, int K) const {
-  const int frozen_profile = tl_.frozen_profile_layers(frozen);
-  const PipelineLayout layout =
-      layout_pipeline(m_partition(sizes_, frozen_profile), K, options_.lambda_frozen);
-  Plan p = initial_;
-  p.partitioner = "autopipe";
-  p.stages.clear();
-  for (int k = 0; k < K; ++k) p.stages.push_back({layout.stages[static_cast<size_t>(k)], k});
-  // AutoDP: every device of the job drives a stage; replica j on devices j K .. j K + K - 1
-  // (Figure 7). Across nodes, pipelines stay inside a node as the simulator places them.
-  p.dp = devices_ / K;
-  p.batch_size = p.dp * batch_;
-  p.frozen_layers = frozen_profile;
-  p.lambda_frozen = options_.lambda_frozen;
-  p.cache = false;
-  p.placement.clear();
-  const Cluster& c = p.cluster;
-  if (c.nodes > 1 && devices_ == c.nodes * c.devices_per_node) {
-    const DataParallelLayout dl = dp_layout(c.nodes, c.devices_per_node, K);
-    for (int r = 0; r < dl.replicas(); ++r) {
-      const int node = r / dl.replicas_per_node(), j = r % dl.replicas_per_node();
-      for (int k = 0; k < K; ++k)
-        p.placement.push_back(dl.device(node * c.devices_per_node + j, k));
-    }
-  }
-  p.chunks = 1;
+  PipelineState s;
+  s.frozen_profile = tl_.frozen_profile_layers(frozen);
+  s.K = K;
+  s.dp = devices_ / K;  // AutoDP: every device of the job drives a stage
+  s.stages =
+      layout_pipeline(m_partition(sizes_, s.frozen_profile), K, options_.lambda_frozen).stages;
+  Plan p = state_plan(initial_, s, batch_, options_.lambda_frozen);
   p.chunks = choose_chunks(p);
   return p;
 }
 
 int ElasticPolicy::choose_chunks(const Plan& base) const {
   // get_optimal_chunks (Algorithm 1 line 35): the simulator's iteration for M in [K, 6K], with
-  // F_frozen's forward outside the Pipe (sim/elastic_sim.cpp does the same).
+  // F_frozen's forward outside the Pipe, as the replay times it.
   Plan p = base;
-  for (int l = 0; l < base.frozen_layers; ++l) {
-    for (auto& t : p.profile.layers[static_cast<size_t>(l)].timings)
-      t.forward_s = t.recompute_s = 0;
-  }
+  p.profile = outside_pipe(base.profile, base.frozen_layers);
   return elastic::choose_chunks(p.num_stages(), batch_, [&](int m) {
     p.chunks = m;
     return sim::simulate_plan(PlanContext(p, 0)).metrics.iteration_time_s;

@@ -1,5 +1,5 @@
 // ElasticPolicy: PipeTransformer's decisions, live — when layers freeze and what pipeline the
-// active layers get then (issue 4, `pipetwin train --elastic`; PipeTransformer Sections 3.1-3.3).
+// active layers get then (`pipetwin train --elastic`; PipeTransformer Sections 3.1-3.3).
 //
 // At every freeze step (every `interval` epochs or optimizer steps; step T at the end of interval
 // T, as core/elastic/freeze_policy.hpp counts them) the policy does what the paper's Figure 3
@@ -23,8 +23,10 @@
 //   4. AutoCache (Section 3.4: "it only employs cached activations when the profiler suggests
 //      caching can speed up the forward pass"): on when reading one sample's activation at the
 //      new boundary (host memory, plus the disk for the share beyond the memory budget) beats
-//      its F_frozen forward pass at the per-replica batch — sim/elastic_sim.cpp's test, on the
-//      plan's profile and cluster, so the live run and its replay turn the cache on together.
+//      its F_frozen forward pass at the per-replica batch.
+// Steps 2-4 past the partition are core/elastic/decision.hpp, which the replay
+// (sim/elastic_sim.hpp) uses too: the plan of a state, its placement, F_frozen outside the Pipe,
+// AutoCache's test; so the live run and its replay decide alike.
 // The result is a Transition (a new plan and the frozen count) that Trainer::apply carries out.
 // The plan is the one sim/elastic_sim.hpp builds for the same state (the same partition, K, dp,
 // and M chosen the same way: F_frozen's forward runs outside the Pipe, so the M candidates are

@@ -11,6 +11,7 @@
 #include "core/cost_model.hpp"
 #include "core/elastic/autodp.hpp"
 #include "core/elastic/autopipe.hpp"
+#include "core/elastic/decision.hpp"
 #include "core/elastic/elastic_sampler.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
@@ -55,16 +56,23 @@ void ElasticConfig::validate() const {
 
 namespace {
 
-// A pipeline configuration the simulator times.
-struct State {
-  int frozen = 0;          // transformer layers
-  int frozen_profile = 0;  // profile layers
-  int K = 1;
-  int dp = 1;
-  int chunks = 1;
-  bool cache = false;
-  std::vector<std::vector<int>> stages;
+// A pipeline configuration the simulator times: the shared state (core/elastic/decision.hpp)
+// and the transformer layers it freezes.
+struct State : PipelineState {
+  int frozen = 0;  // transformer layers
 };
+
+// The plan fields a state does not decide (core/elastic/decision.hpp fills in the rest).
+Plan base_plan(const ElasticConfig& c) {
+  Plan p;
+  p.model = c.model.empty() ? c.profile.model : c.model;
+  p.profile = c.profile;
+  p.cluster = c.cluster;
+  p.schedule = c.schedule;
+  p.checkpoint = c.checkpoint;
+  p.compute_scale = c.compute_scale;
+  return p;
+}
 
 // One Pipe iteration of a state: its length and the first replica's all-reduce time.
 struct PipeTime {
@@ -126,40 +134,11 @@ class IterationTimer {
     return union_length(std::move(spans));
   }
 
-  Plan make_plan(const State& s) const {
-    Plan p;
-    p.model = c_.model.empty() ? c_.profile.model : c_.model;
-    p.profile = c_.autopipe ? outside_pipe(s.frozen_profile) : c_.profile;
-    p.cluster = c_.cluster;
-    p.schedule = c_.schedule;
-    p.partitioner = "autopipe";
-    p.batch_size = s.dp * c_.batch;
-    p.chunks = s.chunks;
-    p.dp = s.dp;
-    p.checkpoint = c_.checkpoint;
-    for (size_t k = 0; k < s.stages.size(); ++k)
-      p.stages.push_back({s.stages[k], static_cast<int>(k)});
-    // Pipelines stay inside a node (Figure 7): replica j of node n on devices n I + j K + stage.
-    const int I = c_.cluster.devices_per_node, per_node = s.dp / c_.cluster.nodes;
-    for (int n = 0; n < c_.cluster.nodes; ++n) {
-      for (int j = 0; j < per_node; ++j) {
-        for (int k = 0; k < s.K; ++k) p.placement.push_back(n * I + j * s.K + k);
-      }
-    }
-    p.compute_scale = c_.compute_scale;
-    p.frozen_layers = s.frozen_profile;
-    p.lambda_frozen = c_.lambda_frozen;
-    p.cache = s.cache;
-    return p;
-  }
-
   // F_frozen runs outside the Pipe (see the header): its layers cost the Pipe nothing.
-  Profile outside_pipe(int frozen) const {
-    Profile p = c_.profile;
-    for (int l = 0; l < frozen; ++l) {
-      for (auto& t : p.layers[static_cast<size_t>(l)].timings) t.forward_s = t.recompute_s = 0;
-    }
-    return p;
+  Plan make_plan(const State& s) const {
+    Plan base = base_plan(c_);
+    if (c_.autopipe) base.profile = outside_pipe(c_.profile, s.frozen_profile);
+    return state_plan(base, s, c_.batch, c_.lambda_frozen);
   }
 
   const ElasticConfig& c_;
@@ -172,22 +151,6 @@ CostOptions scaled(double compute_scale) {
   return o;
 }
 
-CacheCosts cache_costs(const ElasticConfig& c) {
-  CacheCosts costs = c.cache_costs;
-  if (costs.host_bandwidth <= 0) costs.host_bandwidth = c.cluster.intra_node.bandwidth;
-  if (costs.disk_bandwidth <= 0) costs.disk_bandwidth = 2e9;
-  return costs;
-}
-
-// Bytes per sample crossing the frozen boundary (the activation AutoCache keeps).
-double boundary_bytes(const Profile& p, int frozen) {
-  double bytes = 0;
-  for (const auto& e : p.effective_edges()) {
-    if (e.from < frozen && e.to >= frozen) bytes += e.bytes_per_sample;
-  }
-  return bytes;
-}
-
 // F_frozen's forward over `n` samples, profile layers [from, to).
 double frozen_forward_s(const CostModel& cost, int from, int to, double n) {
   double t = 0;
@@ -195,17 +158,14 @@ double frozen_forward_s(const CostModel& cost, int from, int to, double n) {
   return t;
 }
 
-// Section 3.4: cache once reading a sample's activation (from host memory, or disk for the share
-// that does not fit the budget) beats its F_frozen forward pass at the batch size.
-bool cache_on(const ElasticConfig& c, const CostModel& cost, int frozen_profile) {
-  const double bytes = boundary_bytes(c.profile, frozen_profile);
-  const double node_samples = std::ceil(static_cast<double>(c.samples) / c.cluster.nodes);
-  const double budget = c.cache.memory_budget_bytes;
-  const double spilled = bytes > 0 && std::isfinite(budget)
-                             ? std::max(0.0, 1.0 - budget / (node_samples * bytes))
-                             : 0.0;
-  const double forward = frozen_forward_s(cost, 0, frozen_profile, c.batch) / c.batch;
-  return cache_pays_off(forward, cache_read_s(bytes, spilled, cache_costs(c)));
+// Section 3.4, as the live run decides it (core/elastic/decision.hpp).
+bool cache_on(const ElasticConfig& c, int frozen_profile) {
+  CacheInputs in;
+  in.samples = c.samples;
+  in.config = c.cache;
+  in.costs = c.cache_costs;
+  in.batch = c.batch;
+  return elastic::cache_on(base_plan(c), frozen_profile, in);
 }
 
 // One training run replayed step by step through the freeze points.
@@ -223,7 +183,7 @@ class Replay {
     out_.trace.layers = autopipe_.transformer_layers().layers();
     out_.trace.alpha = c.trace ? c.trace->alpha : c.alpha;
     out_.trace.source = "simulator";
-    costs_ = cache_costs(c);
+    costs_ = resolved_costs(c.cache_costs, c.cluster);
   }
 
   ElasticRun run() {
@@ -395,7 +355,7 @@ class Replay {
   }
 
   void decide_cache(State& n) {
-    if (!cache_on(c_, cost_, n.frozen_profile)) return;
+    if (!cache_on(c_, n.frozen_profile)) return;
     n.cache = true;
     if (caches_.empty())
       caches_.assign(static_cast<size_t>(nodes()), ActivationCache(c_.samples, c_.cache));
@@ -486,10 +446,9 @@ std::vector<ChunkPoint> profile_chunks(const ElasticConfig& config, int frozen) 
 
 int cache_threshold_layers(const ElasticConfig& config) {
   config.validate();
-  const CostModel cost(config.profile, config.cluster, scaled(config.compute_scale));
   const TransformerLayers tl = TransformerLayers::from_profile(config.profile);
   for (int f = 1; f < tl.layers(); ++f) {
-    if (cache_on(config, cost, tl.frozen_profile_layers(f))) return f;
+    if (cache_on(config, tl.frozen_profile_layers(f))) return f;
   }
   return 0;
 }
