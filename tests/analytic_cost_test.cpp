@@ -1,9 +1,11 @@
 // core/zoo/analytic.hpp and calibration.hpp: the roofline against hand-computed times, the
-// "pipetwin.efficiency" format and its errors, calibration recovering known efficiencies, its
-// error on held-aside measured layers, and core/model_source's analytic fallback.
+// "pipetwin.efficiency" format and its errors, calibration recovering known efficiencies and
+// per-(kind, pass) overheads, its error on held-aside measured layers and models (the shipped
+// H100 profiles), and core/model_source's analytic fallback.
 #include "core/zoo/analytic.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -17,6 +19,7 @@
 namespace pipetwin::zoo {
 namespace {
 
+namespace fs = std::filesystem;
 using test::input_error;
 using ::testing::HasSubstr;
 
@@ -58,6 +61,30 @@ TEST(Roofline, ComputeBoundLayerIsFlopsOverAchievedPeak) {
   EXPECT_DOUBLE_EQ(mlp.param_bytes, 4.0 * (2 * 1024 * 4096 + 4096 + 1024 + 2 * 1024));
   EXPECT_DOUBLE_EQ(mlp.optimizer_bytes, 2 * mlp.param_bytes);  // Adam
   EXPECT_DOUBLE_EQ(mlp.optimizer_step_s, 1e-5 + 7 * mlp.param_bytes / (1e11 * 0.8));
+}
+
+TEST(Roofline, OverheadsPerKindAndPass) {
+  const ZooModel m = describe_model("bert:large,seq=512");
+  AnalyticOptions o;
+  o.micro_batches = {8};
+  o.efficiency = toy_efficiency();
+  o.efficiency.overheads["mlp"] = {4e-5, 9e-5, 2e-6};
+  o.efficiency.default_overheads = TaskOverheads{1e-6, 3e-6, 5e-6};
+  const Profile p = analytic_profile(m, toy_device(), o);
+  const auto& mlp = layer(p, "block0.mlp");
+  const double flops = 8 * 16.0 * 512 * 1024 * 1024;
+  EXPECT_DOUBLE_EQ(mlp.timings[0].forward_s, 4e-5 + flops / (1e13 * 0.5));
+  EXPECT_DOUBLE_EQ(mlp.timings[0].backward_s, 9e-5 + 2 * flops / (1e13 * 0.5));
+  EXPECT_DOUBLE_EQ(mlp.timings[0].recompute_s, mlp.timings[0].forward_s);
+  EXPECT_DOUBLE_EQ(mlp.optimizer_step_s, 2e-6 + 7 * mlp.param_bytes / (1e11 * 0.8));
+  EXPECT_DOUBLE_EQ(mlp.timings[0].contention, 2 - 4e-5 / mlp.timings[0].forward_s);
+  // Kinds without an entry take default_overheads.
+  const auto& attn = layer(p, "block0.attn");
+  EXPECT_DOUBLE_EQ(attn.optimizer_step_s, 5e-6 + 7 * attn.param_bytes / (1e11 * 0.8));
+  o.efficiency.default_overheads.reset();  // then overhead_s
+  const Profile q = analytic_profile(m, toy_device(), o);
+  EXPECT_DOUBLE_EQ(layer(q, "block0.attn").optimizer_step_s,
+                   1e-5 + 7 * attn.param_bytes / (1e11 * 0.8));
 }
 
 TEST(Roofline, EmbeddingIsMemoryBound) {
@@ -138,6 +165,8 @@ TEST(EfficiencyFormat, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(back.overhead_s, e.overhead_s);
   EXPECT_EQ(back.device, "toy");
   EXPECT_EQ(back.fit, e.fit);
+  EXPECT_TRUE(back.overheads.empty());  // a file without per-kind overheads: overhead_s
+  EXPECT_FALSE(back.default_overheads.has_value());
   const auto error_of = [](const std::string& text) {
     return input_error([&] { efficiency_from_json(JsonView(Json::parse(text), "e.json")); });
   };
@@ -154,6 +183,42 @@ TEST(EfficiencyFormat, RoundTripsAndNamesBadFields) {
                                  "overhead_s": -1})"),
               HasSubstr("overhead_s"));
   EXPECT_THAT(error_of(R"({"format": "pipetwin.profile", "version": 1})"), HasSubstr("format"));
+}
+
+TEST(EfficiencyFormat, PerKindOverheadsRoundTripAndNameBadFields) {
+  test::TempDir dir;
+  Efficiency e = toy_efficiency();
+  e.overheads["attention"] = {1.4e-4, 5.1e-4, 7e-5};
+  e.overheads["linear"] = {2.9e-5, 1.5e-4, 0};
+  e.default_overheads = TaskOverheads{9e-5, 3e-4, 4e-5};
+  save_efficiency(e, dir.file("eff.json"));
+  const Efficiency back = load_efficiency(dir.file("eff.json"));
+  EXPECT_EQ(back.overheads, e.overheads);
+  EXPECT_EQ(back.default_overheads, e.default_overheads);
+  EXPECT_EQ(back.overhead_for("attention", TaskPass::backward), 5.1e-4);
+  EXPECT_EQ(back.overhead_for("conv", TaskPass::step), 4e-5);
+  const auto error_of = [](const std::string& extra) {
+    const std::string text = R"({"format": "pipetwin.efficiency", "version": 1, "compute": {},
+        "default_compute": 0.5, "memory": 0.5, "overhead_s": 0, )" +
+                             extra + "}";
+    return input_error([&] { efficiency_from_json(JsonView(Json::parse(text), "e.json")); });
+  };
+  EXPECT_THAT(error_of(R"("overheads": {"attention": {"forward_s": 1e-4, "backward_s": -2,
+                          "step_s": 0}})"),
+              HasSubstr("e.json: overheads.attention.backward_s: expected a non-negative number"));
+  EXPECT_THAT(error_of(R"("overheads": {"mlp": {"forward_s": 1e-4, "backward_s": 1e-4}})"),
+              HasSubstr("overheads.mlp.step_s: missing required field"));
+  EXPECT_THAT(error_of(R"("overheads": {"mlp": 3})"),
+              HasSubstr("overheads.mlp: expected an object"));
+  EXPECT_THAT(error_of(R"("overheads": [1])"), HasSubstr("overheads: expected an object"));
+  EXPECT_THAT(error_of(R"("default_overheads": {"forward_s": 0, "backward_s": 0, "step_s": 0,
+                          "recompute_s": 0})"),
+              HasSubstr("default_overheads"));
+  for (const std::string& msg :
+       {error_of(R"("overheads": {"mlp": {"forward_s": "x", "backward_s": 0, "step_s": 0}})")}) {
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;  // one line
+    EXPECT_THAT(msg, HasSubstr("overheads.mlp.forward_s"));
+  }
 }
 
 // ---- calibration ---------------------------------------------------------------------------
@@ -190,6 +255,107 @@ TEST(Calibration, RecoversKnownEfficiencies) {
   EXPECT_EQ(r.fit.count + r.held.count, static_cast<int>(r.samples.size()));
 }
 
+// Per-(kind, pass) overheads: "measured" profiles made by the roofline with known overheads,
+// different for every kind and pass, and known efficiencies. Every sample is then exactly
+// overhead + max(...) and the least-squares fit, at the right regimes, has zero residual: it
+// must return each overhead to rounding. Embeddings and heads have one optimizer step per model
+// (3 samples, under min_overhead_samples): their steps share one overhead, the truth's default.
+TEST(Calibration, RecoversKnownPerKindOverheads) {
+  Efficiency truth;
+  truth.compute = {{"embedding", 0.3}, {"attention", 0.3}, {"mlp", 0.7}, {"head", 0.5}};
+  truth.memory = 0.6;
+  truth.overheads = {{"embedding", {1e-5, 3e-5, 4e-6}},
+                     {"attention", {4e-5, 9e-5, 7e-6}},
+                     {"mlp", {2.5e-5, 6e-5, 5e-6}},
+                     {"head", {1.5e-5, 4.5e-5, 4e-6}}};
+  truth.default_overheads = TaskOverheads{2e-5, 5e-5, 4e-6};
+  AnalyticOptions o;
+  o.micro_batches = {1, 2, 4, 8};
+  o.efficiency = truth;
+  std::vector<Profile> measured;
+  for (const char* name : {"bert:tiny", "gpt2:tiny", "vit:tiny"}) {
+    measured.push_back(analytic_profile(describe_model(name), cpu_core(), o));
+    measured.back().source = "measured";
+  }
+  const CalibrationResult r = calibrate(measured, cpu_core());
+  for (const auto& [kind, want] : truth.overheads) {
+    for (TaskPass pass : {TaskPass::forward, TaskPass::backward, TaskPass::step}) {
+      EXPECT_NEAR(r.efficiency.overhead_for(kind, pass), want.of(pass), 1e-10)
+          << kind << " " << pass_name(pass);
+    }
+  }
+  EXPECT_NEAR(r.efficiency.compute.at("attention"), 0.3, 1e-6);
+  EXPECT_NEAR(r.efficiency.compute.at("mlp"), 0.7, 1e-6);
+  EXPECT_NEAR(r.efficiency.memory, 0.6, 1e-6);
+  EXPECT_LT(r.fit.worst, 1e-6) << r.fit.worst_task;
+  // A kind never fitted takes the median of the fitted kinds' overheads, pass by pass.
+  EXPECT_NEAR(r.efficiency.overhead_for("conv", TaskPass::forward), (2.5e-5 + 1.5e-5) / 2, 1e-10);
+  EXPECT_NEAR(r.efficiency.overhead_for("conv", TaskPass::backward), (6e-5 + 4.5e-5) / 2, 1e-10);
+  EXPECT_NEAR(r.efficiency.overhead_for("conv", TaskPass::step), 4e-6, 1e-10);
+  // One overhead for every task cannot fit them.
+  CalibrationOptions single;
+  single.per_kind_overheads = false;
+  const CalibrationResult s = calibrate(measured, cpu_core(), single);
+  EXPECT_TRUE(s.efficiency.overheads.empty());
+  EXPECT_GT(s.fit.median, 100 * r.fit.median + 1e-3);
+}
+
+std::vector<Profile> shipped_profiles(const std::string& device) {
+  std::vector<Profile> out;
+  const std::string dir = std::string(PIPETWIN_SOURCE_DIR) + "/traces/" + device + "/";
+  for (const char* f :
+       {"bert-base", "bert-tiny", "gpt2-tiny", "mlp", "resnet20", "vit-base", "vit-tiny"}) {
+    if (fs::exists(dir + f + ".profile.json"))
+      out.push_back(load_profile(dir + f + ".profile.json"));
+  }
+  return out;
+}
+
+// The figure the README gives: fitted on six of the seven H100 float32 profiles, the seventh
+// predicted, per task. Measured 26.5% overall (single overhead: 49.0%); the target of 10% is not
+// reached (calibration.hpp "What the model does not capture").
+TEST(Calibration, ShippedH100ProfilesLeaveOneModelOut) {
+  const std::vector<Profile> measured = shipped_profiles("h100-sxm");
+  ASSERT_EQ(measured.size(), 7u);
+  const DeviceSpec h100 =
+      Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware").device("h100-sxm", "test");
+  const HoldoutReport per_kind = leave_one_model_out(measured, h100);
+  CalibrationOptions single_overhead;
+  single_overhead.per_kind_overheads = false;
+  const HoldoutReport single = leave_one_model_out(measured, h100, single_overhead);
+  ASSERT_EQ(per_kind.models.size(), 7u);
+  EXPECT_LE(per_kind.overall.median, 0.28) << per_kind.overall.worst_task;
+  EXPECT_LT(per_kind.overall.median, 0.6 * single.overall.median);
+  for (const auto& m : per_kind.models) {
+    if (m.model == "mlp") continue;  // its kind "linear" is in no other model
+    EXPECT_LE(m.held.median, 0.32) << m.model;
+  }
+  const Json report = holdout_report_json(per_kind);
+  EXPECT_EQ(report.at("overall").at("tasks"), per_kind.overall.count);
+  EXPECT_EQ(report.at("models").size(), 7u);
+}
+
+// The shipped H100 file is the fit of all seven and carries that report.
+TEST(Calibration, ShippedH100EfficiencyFileIsTheFit) {
+  const Efficiency e = load_efficiency(std::string(PIPETWIN_SOURCE_DIR) +
+                                       "/hardware/efficiency/h100-sxm-float32.json");
+  EXPECT_EQ(e.device, "h100-sxm");
+  EXPECT_EQ(e.dtype, "float32");
+  EXPECT_GT(e.overhead_for("attention", TaskPass::backward),
+            2 * e.overhead_for("attention", TaskPass::forward));
+  EXPECT_LE(e.fit.at("leave_one_model_out").at("overall").at("median_rel_error").get<double>(),
+            0.28);
+  const Profile p = resolve_profile("bert:large", "", "h100-sxm");
+  EXPECT_EQ(p.source, "analytic");
+  const ZooModel z = describe_model("bert:large");
+  const double peak = device_peak(
+      Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware").device("h100-sxm", "test"),
+      "float32");
+  const LayerWork w = layer_work(z.layers[1], p.layers[1].timings[0].micro_batch, peak, 3.35e12, 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].timings[0].forward_s,
+                   task_time(w.forward, "attention", TaskPass::forward, e));
+}
+
 // The shipped CPU profiles: calibrated on some models, the roofline predicts another's layers.
 TEST(Calibration, ShippedCpuProfilesPredictAHeldAsideModel) {
   std::vector<Profile> measured;
@@ -203,7 +369,8 @@ TEST(Calibration, ShippedCpuProfilesPredictAHeldAsideModel) {
   const CalibrationResult defaults_only = [&] {
     CalibrationResult d;
     d.samples = calibration_samples(measured, cpu_core(), {}, c);
-    for (auto& s : d.samples) s.predicted_s = task_time(s.work, s.kind, default_efficiency());
+    for (auto& s : d.samples)
+      s.predicted_s = task_time(s.work, s.kind, s.pass, default_efficiency());
     d.held = summarize(d.samples, true);
     return d;
   }();

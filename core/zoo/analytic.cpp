@@ -25,15 +25,54 @@ double checked_efficiency(const JsonView& v) {
 // Beside one co-runner on the same device (stream sets of one GPU, hyper-threads of one core) a
 // task whose roofline term saturates the device gets half of it; its launch overhead is not
 // shared: (overhead + 2 x work) / (overhead + work).
-double fair_share(double task_s, const Efficiency& e) {
-  return task_s > 0 ? 2.0 - e.overhead_s / task_s : 1.0;
+double fair_share(double task_s, double overhead_s) {
+  return task_s > 0 ? 2.0 - overhead_s / task_s : 1.0;
+}
+
+TaskOverheads checked_overheads(const JsonView& v) {
+  if (!v.raw().is_object()) v.fail("expected an object with forward_s, backward_s and step_s");
+  v.allow_only({"forward_s", "backward_s", "step_s"});
+  return {v.nonneg("forward_s"), v.nonneg("backward_s"), v.nonneg("step_s")};
+}
+
+Json overheads_json(const TaskOverheads& o) {
+  return {{"forward_s", o.forward_s}, {"backward_s", o.backward_s}, {"step_s", o.step_s}};
 }
 
 }  // namespace
 
+const char* pass_name(TaskPass pass) {
+  switch (pass) {
+    case TaskPass::forward:
+      return "fwd";
+    case TaskPass::backward:
+      return "bwd";
+    case TaskPass::step:
+      return "step";
+  }
+  return "?";
+}
+
+double TaskOverheads::of(TaskPass pass) const {
+  switch (pass) {
+    case TaskPass::forward:
+      return forward_s;
+    case TaskPass::backward:
+      return backward_s;
+    case TaskPass::step:
+      return step_s;
+  }
+  return 0;
+}
+
 double Efficiency::compute_for(const std::string& kind) const {
   const auto it = compute.find(kind);
   return it != compute.end() ? it->second : default_compute;
+}
+
+double Efficiency::overhead_for(const std::string& kind, TaskPass pass) const {
+  if (const auto it = overheads.find(kind); it != overheads.end()) return it->second.of(pass);
+  return default_overheads ? default_overheads->of(pass) : overhead_s;
 }
 
 Efficiency default_efficiency() {
@@ -58,7 +97,7 @@ Efficiency default_efficiency() {
 Efficiency efficiency_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "device", "dtype", "compute", "default_compute", "memory",
-                  "overhead_s", "notes", "fit"});
+                  "overhead_s", "overheads", "default_overheads", "notes", "fit"});
   Efficiency e;
   e.device = doc.string_or("device", "");
   e.dtype = doc.string_or("dtype", "");
@@ -69,6 +108,13 @@ Efficiency efficiency_from_json(const JsonView& doc) {
   e.default_compute = checked_efficiency(doc.at("default_compute"));
   e.memory = checked_efficiency(doc.at("memory"));
   e.overhead_s = doc.nonneg("overhead_s");
+  if (auto per_kind = doc.find("overheads")) {
+    if (!per_kind->raw().is_object()) per_kind->fail("expected an object of op kind -> overheads");
+    for (const auto& kind : per_kind->keys())
+      e.overheads[kind] = checked_overheads(per_kind->at(kind));
+  }
+  if (auto fallback = doc.find("default_overheads"))
+    e.default_overheads = checked_overheads(*fallback);
   if (auto fit = doc.find("fit")) e.fit = fit->raw();
   return e;
 }
@@ -85,6 +131,12 @@ Json efficiency_to_json(const Efficiency& e) {
   doc["default_compute"] = e.default_compute;
   doc["memory"] = e.memory;
   doc["overhead_s"] = e.overhead_s;
+  if (!e.overheads.empty()) {
+    Json per_kind = Json::object();
+    for (const auto& [kind, o] : e.overheads) per_kind[kind] = overheads_json(o);
+    doc["overheads"] = std::move(per_kind);
+  }
+  if (e.default_overheads) doc["default_overheads"] = overheads_json(*e.default_overheads);
   if (!e.notes.empty()) doc["notes"] = e.notes;
   if (!e.fit.is_null()) doc["fit"] = e.fit;
   return doc;
@@ -129,8 +181,13 @@ LayerWork layer_work(const ZooLayer& layer, int b, double peak_flops, double ban
   return w;
 }
 
-double task_time(const TaskWork& w, const std::string& kind, const Efficiency& e) {
-  return e.overhead_s + std::max(w.compute_s / e.compute_for(kind), w.memory_s / e.memory);
+TaskWork step_work(const ZooLayer& layer, const ParamBytes& per_param, double bandwidth) {
+  return {0, static_cast<double>(layer.params) * per_param.step_traffic / bandwidth};
+}
+
+double task_time(const TaskWork& w, const std::string& kind, TaskPass pass, const Efficiency& e) {
+  return e.overhead_for(kind, pass) +
+         std::max(w.compute_s / e.compute_for(kind), w.memory_s / e.memory);
 }
 
 Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
@@ -159,8 +216,11 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
     lp.kind = l.kind;
     for (int b : o.micro_batches) {
       const LayerWork w = layer_work(l, b, peak, bw, elem);
-      const double fwd = task_time(w.forward, l.kind, e), bwd = task_time(w.backward, l.kind, e);
-      lp.timings.push_back({b, fwd, bwd, fwd, fair_share(fwd, e), fair_share(bwd, e)});
+      const double fwd = task_time(w.forward, l.kind, TaskPass::forward, e);
+      const double bwd = task_time(w.backward, l.kind, TaskPass::backward, e);
+      lp.timings.push_back({b, fwd, bwd, fwd,
+                            fair_share(fwd, e.overhead_for(l.kind, TaskPass::forward)),
+                            fair_share(bwd, e.overhead_for(l.kind, TaskPass::backward))});
     }
     lp.output_bytes_per_sample = l.output_elems * elem;
     lp.saved_bytes_per_sample = l.saved_elems * elem;
@@ -168,7 +228,7 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
     lp.param_bytes = params * per_param.weight;
     lp.optimizer_bytes = params * per_param.optimizer();
     lp.optimizer_step_s =
-        l.params > 0 ? e.overhead_s + params * per_param.step_traffic / (bw * e.memory) : 0;
+        l.params > 0 ? task_time(step_work(l, per_param, bw), l.kind, TaskPass::step, e) : 0;
     p.layers.push_back(std::move(lp));
   }
   for (const auto& edge : model.edges) {

@@ -1,11 +1,11 @@
 // Analytic cost: a roofline estimate of every layer of a zoo descriptor on a device, as a Profile
 // (source "analytic") that the cost model, planner and simulator use like a measured one.
 //
-// Issue 5, "Analytic cost on a cluster": "a roofline estimate per layer (FLOPs / achievable
-// FLOP/s vs bytes / bandwidth) with per-op-kind efficiencies". For one task of a layer with f
-// FLOPs and m bytes moved, on a device of peak P FLOP/s (for the dtype) and bandwidth W bytes/s:
+// A roofline (Williams, Waterman and Patterson, "Roofline", CACM 2009) per layer with per-op-kind
+// efficiencies. For one task of a layer with f FLOPs and m bytes moved, on a device of peak P
+// FLOP/s (for the dtype) and bandwidth W bytes/s:
 //
-//   time = overhead + max(f / (P x efficiency[kind]), m / (W x memory_efficiency))
+//   time = overhead[kind, pass] + max(f / (P x efficiency[kind]), m / (W x memory_efficiency))
 //
 //   forward    f = b x forward FLOPs per sample
 //              m = weights read (all parameters; none for an embedding, which gathers rows)
@@ -20,10 +20,17 @@
 // Contention (LayerTiming::contention, used only where devices share a GPU or a core): the roofline
 // time assumes the task saturates the device, so beside one co-runner it gets half the device,
 // except its launch overhead: (overhead + 2 x (time - overhead)) / time.
-// The overhead is one fixed launch cost per task (kernel launches on a GPU, dispatch and
-// autograd bookkeeping on a CPU). It and the efficiencies are constants below until calibrated
-// against measured profiles (core/zoo/calibration.hpp), then read from a "pipetwin.efficiency"
-// file.
+//
+// The overhead is the fixed cost of a task: on a GPU the kernels it launches times the launch
+// latency, on a CPU dispatch and autograd bookkeeping. It depends on the layer's op kind (an
+// attention block launches many more kernels than a linear layer) and on the pass: a backward
+// launches about twice a forward's kernels plus the autograd engine's work, an optimizer step
+// about one kernel per parameter tensor (PyTorch's optimizers, torch/optim/sgd.py). A calibrated
+// file therefore gives one overhead per (op kind, pass); the recompute is the forward. Kinds it
+// does not list take its default_overheads, and a file without them (the built-in defaults,
+// files written before per-kind overheads) one overhead_s for every task. The efficiencies and
+// overheads are the constants below until calibrated against measured profiles
+// (core/zoo/calibration.hpp), then read from a "pipetwin.efficiency" file.
 //
 // Default efficiencies (fractions of the device's peak FLOP/s), chosen as a careful engineer's
 // prior for large-batch training kernels on GPUs, where matrix products reach 50-70% of peak and
@@ -35,19 +42,25 @@
 // Format "pipetwin.efficiency" version 1 (JSON):
 //   {"format": "pipetwin.efficiency", "version": 1, "device": "cpu-core", "dtype": "float32",
 //    "compute": {"attention": 0.61, ...}, "default_compute": 0.5, "memory": 0.9,
-//    "overhead_s": 2.1e-05, "notes": "...", "fit": {...free-form report...}}
-// Efficiencies must lie in (0, 2] (a calibrated value above 1 says the catalog's nominal peak is
-// low for this workload); the overhead must not be negative.
+//    "overhead_s": 2.1e-05,
+//    "overheads": {"attention": {"forward_s": 1.4e-04, "backward_s": 5.1e-04, "step_s": 7e-05}},
+//    "default_overheads": {"forward_s": 9e-05, "backward_s": 3e-04, "step_s": 6e-05},
+//    "notes": "...", "fit": {...free-form report...}}
+// "overheads" and "default_overheads" are optional (files without them load as before, one
+// overhead_s per task). Efficiencies must lie in (0, 2] (a calibrated value above 1 says the
+// catalog's nominal peak is low for this workload); overheads must not be negative.
 //
 // Thread-safety: value types and pure functions (file I/O in load/save).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cluster.hpp"
 #include "core/json_io.hpp"
+#include "core/precision.hpp"
 #include "core/profile.hpp"
 #include "core/zoo/zoo.hpp"
 
@@ -55,17 +68,31 @@ namespace pipetwin::zoo {
 
 inline constexpr double kMaxEfficiency = 2.0;
 
+// The passes of a layer that pay an overhead (a recompute is a forward).
+enum class TaskPass { forward, backward, step };
+const char* pass_name(TaskPass pass);  // "fwd", "bwd", "step"
+
+// Fixed cost per task of one op kind, seconds.
+struct TaskOverheads {
+  double forward_s = 0, backward_s = 0, step_s = 0;
+  double of(TaskPass pass) const;
+  bool operator==(const TaskOverheads&) const = default;
+};
+
 struct Efficiency {
   std::map<std::string, double> compute;  // per op kind
   double default_compute = 0.5;           // kinds not listed
   double memory = 0.75;
-  double overhead_s = 20e-6;
+  double overhead_s = 20e-6;                       // any task without an entry below
+  std::map<std::string, TaskOverheads> overheads;  // per op kind (calibrated)
+  std::optional<TaskOverheads> default_overheads;  // kinds not in `overheads` (calibrated)
   std::string device;  // what it was calibrated on; empty for the built-in defaults
   std::string dtype;
   std::string notes;
   Json fit;  // the calibration's report, kept as written
 
   double compute_for(const std::string& kind) const;
+  double overhead_for(const std::string& kind, TaskPass pass) const;
 };
 
 Efficiency default_efficiency();
@@ -88,8 +115,11 @@ struct LayerWork {
 LayerWork layer_work(const ZooLayer& layer, int b, double peak_flops, double bandwidth,
                      double elem_bytes);
 
-// overhead + max(compute / efficiency[kind], memory / memory efficiency).
-double task_time(const TaskWork& w, const std::string& kind, const Efficiency& e);
+// The optimizer step's work: its traffic (core/precision.hpp ParamBytes::step_traffic).
+TaskWork step_work(const ZooLayer& layer, const ParamBytes& per_param, double bandwidth);
+
+// overhead[kind, pass] + max(compute / efficiency[kind], memory / memory efficiency).
+double task_time(const TaskWork& w, const std::string& kind, TaskPass pass, const Efficiency& e);
 
 struct AnalyticOptions {
   std::string dtype = "float32";
