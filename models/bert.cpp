@@ -1,12 +1,10 @@
 #include "models/bert.hpp"
 
-#include <fmt/format.h>
-
-#include "core/error.hpp"
 #include "models/layers.hpp"
-#include "models/options.hpp"
 
 namespace pipetwin::models {
+
+using zoo::BertConfig;
 
 namespace {
 
@@ -69,48 +67,7 @@ class BertHeadImpl : public torch::nn::Module {
   std::shared_ptr<DropoutImpl> dropout_;
 };
 
-const std::vector<Preset<BertConfig>>& bert_presets() {
-  // {layers, hidden, heads, ffn, vocab, positions, type_vocab, seq, classes, dropout}
-  static const std::vector<Preset<BertConfig>> presets = {
-      {"tiny", {2, 128, 2, 512, 30522, 512, 2, 128, 2, 0.0}},
-      {"mini", {4, 256, 4, 1024, 30522, 512, 2, 128, 2, 0.0}},
-      {"small", {4, 512, 8, 2048, 30522, 512, 2, 128, 2, 0.0}},
-      {"medium", {8, 512, 8, 2048, 30522, 512, 2, 128, 2, 0.0}},
-      {"base", {12, 768, 12, 3072, 30522, 512, 2, 512, 2, 0.1}},
-      {"large", {24, 1024, 16, 4096, 30522, 512, 2, 512, 2, 0.1}},
-  };
-  return presets;
-}
-
 }  // namespace
-
-BertConfig bert_config(const ModelSpec& spec) {
-  spec.allow_only(
-      {"layers", "hidden", "heads", "ffn", "seq", "vocab", "positions", "classes", "dropout"});
-  BertConfig c = choose_preset(spec, bert_presets(), "tiny");
-  c.layers = int_option(spec, "layers", c.layers);
-  c.hidden = int_option(spec, "hidden", c.hidden);
-  c.heads = int_option(spec, "heads", c.heads);
-  c.ffn = int_option(spec, "ffn", 4 * c.hidden);  // all presets use FFN 4H
-  c.vocab = int_option(spec, "vocab", c.vocab);
-  c.positions = int_option(spec, "positions", c.positions);
-  c.seq = int_option(spec, "seq", std::min(c.seq, c.positions));
-  c.classes = int_option(spec, "classes", c.classes);
-  c.dropout = dropout_option(spec, c.dropout);
-  require_multiple(spec, "hidden", c.hidden, "heads", c.heads);
-  if (c.seq > c.positions) {
-    throw InputError(
-        fmt::format("{}: bert: seq {} exceeds positions {}", spec.origin, c.seq, c.positions));
-  }
-  return c;
-}
-
-int64_t parameter_count(const BertConfig& c) {
-  const auto s = bert_style(c);
-  const int64_t embed = (c.vocab + c.positions + c.type_vocab) * c.hidden + 2 * c.hidden;
-  const int64_t head = c.hidden * c.hidden + c.hidden + c.hidden * c.classes + c.classes;
-  return embed + c.layers * (attention_parameters(s) + mlp_parameters(s)) + head;
-}
 
 LayeredModel build_bert(const BertConfig& c, torch::Dtype dtype, uint64_t seed) {
   ParamFactory f(dtype, seed);
@@ -121,15 +78,10 @@ LayeredModel build_bert(const BertConfig& c, torch::Dtype dtype, uint64_t seed) 
   m.sample.token_input = true;
   m.sample.vocab = c.vocab;
   m.sample.classes = c.classes;
-  m.layers.push_back(
-      {"embed", "embedding", torch::nn::AnyModule(std::make_shared<BertEmbedImpl>(f, c))});
-  for (int64_t i = 0; i < c.layers; ++i) {
-    m.layers.push_back({fmt::format("block{}.attn", i), "attention",
-                        torch::nn::AnyModule(std::make_shared<AttentionImpl>(f, style))});
-    m.layers.push_back({fmt::format("block{}.mlp", i), "mlp",
-                        torch::nn::AnyModule(std::make_shared<MlpImpl>(f, style))});
-  }
-  m.layers.push_back({"head", "head", torch::nn::AnyModule(std::make_shared<BertHeadImpl>(f, c))});
+  m.layers = transformer_layers(
+      zoo::describe_bert(c), f, style,
+      [&] { return torch::nn::AnyModule(std::make_shared<BertEmbedImpl>(f, c)); },
+      [&] { return torch::nn::AnyModule(std::make_shared<BertHeadImpl>(f, c)); });
   return m;
 }
 

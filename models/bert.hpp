@@ -6,6 +6,8 @@
 //   bert:mini    L4,  H256,  A4        bert:large   L24, H1024, A16  (335M, the "340M")
 //   bert:small   L4,  H512,  A8
 //   bert:medium  L8,  H512,  A8        (tiny..medium: Turc et al. 2019's compact BERTs)
+// The config, its parser and presets are core/zoo/configs.hpp's (shared with the analytic zoo),
+// and the layers those of zoo::describe_bert(config), in its order.
 // All: vocab 30522, 2 token types, 512 positions, FFN 4H, classes 2. tiny..medium are test
 // sizes (seq 128, dropout 0; tiny is the default preset); base and large are paper sizes (seq
 // 512 as in PipeTransformer's SQuAD runs, dropout 0.1). Options: layers=, hidden=, heads=, ffn=,
@@ -25,20 +27,11 @@
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct BertConfig {
-  int64_t layers = 2, hidden = 128, heads = 2, ffn = 512;
-  int64_t vocab = 30522, positions = 512, type_vocab = 2;
-  int64_t seq = 128, classes = 2;
-  double dropout = 0;
-};
-
-BertConfig bert_config(const ModelSpec& spec);
-int64_t parameter_count(const BertConfig& c);
-LayeredModel build_bert(const BertConfig& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_bert(const zoo::BertConfig& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

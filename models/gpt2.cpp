@@ -2,13 +2,11 @@
 
 #include <cmath>
 
-#include <fmt/format.h>
-
-#include "core/error.hpp"
 #include "models/layers.hpp"
-#include "models/options.hpp"
 
 namespace pipetwin::models {
+
+using zoo::Gpt2Config;
 
 namespace {
 
@@ -62,48 +60,7 @@ class Gpt2HeadImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> lm_head_;
 };
 
-const std::vector<Preset<Gpt2Config>>& gpt2_presets() {
-  // {layers, dim, heads, vocab, ctx, seq, dropout}
-  static const std::vector<Preset<Gpt2Config>> presets = {
-      {"tiny", {2, 128, 2, 1024, 64, 64, 0.0}},
-      {"small", {12, 768, 12, 50257, 1024, 1024, 0.1}},
-      {"medium", {24, 1024, 16, 50257, 1024, 1024, 0.1}},
-      {"large", {36, 1280, 20, 50257, 1024, 1024, 0.1}},
-      {"xl", {48, 1600, 25, 50257, 1024, 1024, 0.1}},
-  };
-  return presets;
-}
-
 }  // namespace
-
-Gpt2Config gpt2_config(const ModelSpec& spec) {
-  spec.allow_only({"layers", "dim", "heads", "vocab", "ctx", "seq", "dropout"});
-  Gpt2Config c = choose_preset(spec, gpt2_presets(), "tiny");
-  c.layers = int_option(spec, "layers", c.layers);
-  c.dim = int_option(spec, "dim", c.dim);
-  c.heads = int_option(spec, "heads", c.heads);
-  c.vocab = int_option(spec, "vocab", c.vocab);
-  c.ctx = int_option(spec, "ctx", c.ctx);
-  c.seq = int_option(spec, "seq", std::min(c.seq, c.ctx));
-  c.dropout = dropout_option(spec, c.dropout);
-  require_multiple(spec, "dim", c.dim, "heads", c.heads);
-  if (c.seq > c.ctx) {
-    throw InputError(
-        fmt::format("{}: gpt2: seq {} exceeds the context ctx {}", spec.origin, c.seq, c.ctx));
-  }
-  return c;
-}
-
-int64_t parameter_count(const Gpt2Config& c) {
-  return tied_parameter_count(c) + c.vocab * c.dim;
-}
-
-int64_t tied_parameter_count(const Gpt2Config& c) {
-  const auto s = gpt2_style(c);
-  const int64_t embed = (c.vocab + c.ctx) * c.dim;
-  const int64_t final_norm = 2 * c.dim;
-  return embed + c.layers * (attention_parameters(s) + mlp_parameters(s)) + final_norm;
-}
 
 LayeredModel build_gpt2(const Gpt2Config& c, torch::Dtype dtype, uint64_t seed) {
   ParamFactory f(dtype, seed);
@@ -114,15 +71,10 @@ LayeredModel build_gpt2(const Gpt2Config& c, torch::Dtype dtype, uint64_t seed) 
   m.sample.token_input = true;
   m.sample.vocab = c.vocab;
   m.sample.target_shape = {c.seq};
-  m.layers.push_back(
-      {"embed", "embedding", torch::nn::AnyModule(std::make_shared<Gpt2EmbedImpl>(f, c))});
-  for (int64_t i = 0; i < c.layers; ++i) {
-    m.layers.push_back({fmt::format("block{}.attn", i), "attention",
-                        torch::nn::AnyModule(std::make_shared<AttentionImpl>(f, style))});
-    m.layers.push_back({fmt::format("block{}.mlp", i), "mlp",
-                        torch::nn::AnyModule(std::make_shared<MlpImpl>(f, style))});
-  }
-  m.layers.push_back({"head", "head", torch::nn::AnyModule(std::make_shared<Gpt2HeadImpl>(f, c))});
+  m.layers = transformer_layers(
+      zoo::describe_gpt2(c), f, style,
+      [&] { return torch::nn::AnyModule(std::make_shared<Gpt2EmbedImpl>(f, c)); },
+      [&] { return torch::nn::AnyModule(std::make_shared<Gpt2HeadImpl>(f, c)); });
   return m;
 }
 

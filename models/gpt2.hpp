@@ -4,6 +4,9 @@
 //   gpt2:tiny    L2,  d128,  h2,  vocab 1024, ctx 64, seq 64, dropout 0  (tests; default preset)
 //   gpt2:small   L12, d768,  h12  124M      gpt2:large  L36, d1280, h20  774M
 //   gpt2:medium  L24, d1024, h16  355M      gpt2:xl     L48, d1600, h25  1558M
+// with the aliases gpt2:124m, gpt2:355m, gpt2:774m and gpt2:1.5b. The config, its parser and
+// presets are core/zoo/configs.hpp's (shared with the analytic zoo), and the layers those of
+// zoo::describe_gpt2(config), in its order.
 // Paper sizes: vocab 50257, ctx 1024 positions, seq 1024, dropout 0.1, MLP 4d. Options:
 // layers=, dim=, heads=, vocab=, ctx=, seq= (<= ctx), dropout=.
 //
@@ -19,28 +22,19 @@
 // Weight tying. The published model ties the LM head to wte; across pipeline stages that would
 // need the embedding and the head on one device (or a gradient exchange), so pipetwin's head is
 // untied and the built model has vocab * d more parameters than published (38.6M more for
-// gpt2:small). parameter_count() counts the model as built; tied_parameter_count() counts the
-// published, tied model.
+// gpt2:small). zoo::describe_gpt2(config).parameters() counts the model as built,
+// unique_parameters() the published, tied model.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct Gpt2Config {
-  int64_t layers = 2, dim = 128, heads = 2;
-  int64_t vocab = 1024, ctx = 64, seq = 64;
-  double dropout = 0;
-};
-
-Gpt2Config gpt2_config(const ModelSpec& spec);
-int64_t parameter_count(const Gpt2Config& c);       // untied head, as built
-int64_t tied_parameter_count(const Gpt2Config& c);  // the published count
-LayeredModel build_gpt2(const Gpt2Config& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_gpt2(const zoo::Gpt2Config& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

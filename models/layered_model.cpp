@@ -2,7 +2,6 @@
 #include "models/layered_model.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <stdexcept>
 
@@ -11,6 +10,7 @@
 #include <torch/utils.h>
 
 #include "core/error.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/bert.hpp"
 #include "models/gpt2.hpp"
 #include "models/layers.hpp"
@@ -45,43 +45,25 @@ torch::Tensor lm_sequence(const SampleSpec& s, int64_t batch, uint64_t seed) {
 
 // ---- the zoo's families ---------------------------------------------------------------------
 
-struct Family {
-  std::function<int64_t(const ModelSpec&)> count;
-  std::function<LayeredModel(const ModelSpec&, torch::Dtype, uint64_t)> build;
-};
+using Build = std::function<LayeredModel(const ModelSpec&, torch::Dtype, uint64_t)>;
 
 template <class Config>
-Family family(Config (*parse)(const ModelSpec&), int64_t (*count)(const Config&),
-              LayeredModel (*build)(const Config&, torch::Dtype, uint64_t)) {
-  return {
-      [=](const ModelSpec& s) { return count(parse(s)); },
-      [=](const ModelSpec& s, torch::Dtype d, uint64_t seed) { return build(parse(s), d, seed); }};
+Build family(Config (*parse)(const ModelSpec&),
+             LayeredModel (*build)(const Config&, torch::Dtype, uint64_t)) {
+  return
+      [=](const ModelSpec& s, torch::Dtype d, uint64_t seed) { return build(parse(s), d, seed); };
 }
 
-bool is_resnet_alias(const std::string& family) {
-  if (family.size() <= 6 || family.compare(0, 6, "resnet") != 0) return false;
-  for (size_t i = 6; i < family.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(family[i]))) return false;
-  }
-  return true;
-}
-
-Family find_family(const ModelSpec& spec) {
+// The builder of spec's family; its config comes from core/zoo/configs.hpp's parser.
+Build find_family(const ModelSpec& spec) {
   const std::string& f = spec.family;
-  if (f == "mlp") return family(&mlp_config, &parameter_count, &build_mlp);
-  if (f == "resnet" || is_resnet_alias(f)) {
-    return family(&resnet_config, &parameter_count, &build_resnet);
-  }
-  if (f == "vit") return family(&vit_config, &parameter_count, &build_vit);
-  if (f == "bert") return family(&bert_config, &parameter_count, &build_bert);
-  if (f == "gpt2") return family(&gpt2_config, &parameter_count, &build_gpt2);
-  if (f == "unet") return family(&unet_config, &parameter_count, &build_unet);
-  if (f == "uniform") {
-    return {[](const ModelSpec& s) { return parameter_count(synthetic_config(s)); },
-            [](const ModelSpec& s, torch::Dtype d, uint64_t seed) {
-              return build_synthetic(synthetic_config(s), d, seed);
-            }};
-  }
+  if (f == "mlp") return family(&zoo::mlp_config, &build_mlp);
+  if (f == "resnet" || zoo::is_resnet_alias(f)) return family(&zoo::resnet_config, &build_resnet);
+  if (f == "vit") return family(&zoo::vit_config, &build_vit);
+  if (f == "bert") return family(&zoo::bert_config, &build_bert);
+  if (f == "gpt2") return family(&zoo::gpt2_config, &build_gpt2);
+  if (f == "unet") return family(&zoo::unet_config, &build_unet);
+  if (f == "uniform") return family(&synthetic_config, &build_synthetic);
   throw InputError(fmt::format(
       "{}: unknown model family \"{}\" (known: mlp, resnet, resnet20, ..., vit, bert, gpt2, "
       "unet, uniform)",
@@ -273,7 +255,9 @@ std::string canonical_model_name(const std::string& name) {
 
 int64_t parameter_count(const std::string& name) {
   const auto spec = ModelSpec::parse(name, kOrigin);
-  return find_family(spec).count(spec);
+  find_family(spec);  // a family models/ builds
+  if (spec.family == "uniform") return parameter_count(synthetic_config(spec));
+  return zoo::describe_model(spec).parameters();  // the description the builders follow
 }
 
 LayeredModel build_model(const std::string& name, torch::Dtype dtype, uint64_t seed) {
@@ -282,7 +266,7 @@ LayeredModel build_model(const std::string& name, torch::Dtype dtype, uint64_t s
                                  kOrigin, name, c10::toString(dtype)));
   }
   const auto spec = ModelSpec::parse(name, kOrigin);
-  LayeredModel m = find_family(spec).build(spec, dtype, seed);
+  LayeredModel m = find_family(spec)(spec, dtype, seed);
   m.name = spec.to_string();
   m.dtype = dtype;
   m.seed = seed;
@@ -291,31 +275,25 @@ LayeredModel build_model(const std::string& name, torch::Dtype dtype, uint64_t s
 }
 
 std::vector<std::string> model_presets() {
-  return {"mlp",
-          "resnet20",
-          "resnet32",
-          "resnet44",
-          "resnet56",
-          "resnet110",
-          "vit:test",
-          "vit:tiny",
-          "vit:small",
-          "vit:base",
-          "vit:large",
-          "bert:tiny",
-          "bert:mini",
-          "bert:small",
-          "bert:medium",
-          "bert:base",
-          "bert:large",
-          "gpt2:tiny",
-          "gpt2:small",
-          "gpt2:medium",
-          "gpt2:large",
-          "gpt2:xl",
-          "unet:B=2,C=4,image=32",
-          "unet",
-          "uniform:layers=4"};
+  std::vector<std::string> names;
+  for (const auto& family : zoo::shared_families()) {
+    for (const auto& name : zoo::preset_models(family)) names.push_back(name);
+  }
+  names.push_back("unet:B=2,C=4,image=32");
+  names.push_back("uniform:layers=4");
+  return names;
+}
+
+std::vector<Layer> layers_of(const zoo::ZooModel& description, const MakeModule& make) {
+  std::vector<Layer> layers;
+  for (size_t i = 0; i < description.layers.size(); ++i) {
+    const auto& l = description.layers[i];
+    layers.push_back({l.name, l.kind, make(l, i)});
+  }
+  for (const auto& e : description.edges) {
+    if (e.from < e.to - 1) layers.at(static_cast<size_t>(e.to)).skip_from = e.from;
+  }
+  return layers;
 }
 
 }  // namespace pipetwin::models

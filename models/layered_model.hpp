@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -35,6 +36,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
+
+#include "core/zoo/zoo.hpp"
 
 namespace pipetwin::models {
 
@@ -117,5 +120,11 @@ struct LayeredModel {
   // One line per layer: index, name, kind, parameter count; then a total line.
   std::string describe() const;
 };
+
+// The layers of a model description (core/zoo/configs.hpp's describe_*): the description's
+// names, kinds and skip edges (an edge j -> i with j < i - 1 makes layer i's skip_from j), each
+// with the module `make(layer, index)` returns, made in order (so parameters are drawn in order).
+using MakeModule = std::function<torch::nn::AnyModule(const zoo::ZooLayer& layer, size_t index)>;
+std::vector<Layer> layers_of(const zoo::ZooModel& description, const MakeModule& make);
 
 }  // namespace pipetwin::models

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -150,14 +151,6 @@ torch::Tensor Conv2dImpl::forward(const torch::Tensor& x) {
 
 // ---- Transformer sub-layers -----------------------------------------------------------------
 
-int64_t attention_parameters(const TransformerStyle& s) {
-  return 4 * s.dim * s.dim + 4 * s.dim + 2 * s.dim;
-}
-
-int64_t mlp_parameters(const TransformerStyle& s) {
-  return 2 * s.dim * s.mlp_dim + s.mlp_dim + s.dim + 2 * s.dim;
-}
-
 AttentionImpl::AttentionImpl(ParamFactory& f, const TransformerStyle& style) : style_(style) {
   norm_ = register_module("norm", std::make_shared<LayerNormImpl>(f, style.dim, style.eps));
   qkv_ = register_module("qkv", normal_linear(f, style.dim, 3 * style.dim, style.init_std));
@@ -207,6 +200,20 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   const auto hidden = at::gelu(fc1_->forward(h), style_.tanh_gelu ? "tanh" : "none");
   const auto y = out_dropout_->forward(fc2_->forward(hidden));
   return style_.pre_norm ? x + y : norm_->forward(x + y);
+}
+
+std::vector<Layer> transformer_layers(const zoo::ZooModel& description, ParamFactory& f,
+                                      const TransformerStyle& style,
+                                      const std::function<torch::nn::AnyModule()>& embed,
+                                      const std::function<torch::nn::AnyModule()>& head) {
+  return layers_of(description, [&](const zoo::ZooLayer& l, size_t) {
+    if (l.kind == "embedding") return embed();
+    if (l.kind == "attention")
+      return torch::nn::AnyModule(std::make_shared<AttentionImpl>(f, style));
+    if (l.kind == "mlp") return torch::nn::AnyModule(std::make_shared<MlpImpl>(f, style));
+    if (l.kind == "head") return head();
+    throw std::logic_error("transformer_layers: no module for layer kind " + l.kind);
+  });
 }
 
 }  // namespace pipetwin::models

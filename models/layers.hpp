@@ -40,6 +40,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "models/layered_model.hpp"
+
 namespace pipetwin::models {
 
 // Creates parameters in build order from one generator seeded with `seed`.
@@ -162,10 +164,6 @@ struct TransformerStyle {
   double proj_std = 0.02;  // output projections (GPT-2: 0.02 / sqrt(2 * layers))
 };
 
-// Parameters of one attention / MLP sub-layer (LayerNorm included).
-int64_t attention_parameters(const TransformerStyle& s);
-int64_t mlp_parameters(const TransformerStyle& s);
-
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(ParamFactory& f, const TransformerStyle& style);
@@ -191,5 +189,13 @@ class MlpImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> fc1_, fc2_;
   std::shared_ptr<DropoutImpl> out_dropout_;
 };
+
+// The layers of a Transformer description (ViT, BERT, GPT-2; layers_of in layered_model.hpp):
+// "embedding" and "head" are the family's modules, made by `embed` and `head`; "attention" and
+// "mlp" are AttentionImpl and MlpImpl of `style`, their parameters drawn from `f`.
+std::vector<Layer> transformer_layers(const zoo::ZooModel& description, ParamFactory& f,
+                                      const TransformerStyle& style,
+                                      const std::function<torch::nn::AnyModule()>& embed,
+                                      const std::function<torch::nn::AnyModule()>& head);
 
 }  // namespace pipetwin::models

@@ -4,27 +4,19 @@
 // Layers: "fc0" .. "fc{layers-1}" (kind "linear": Linear + ReLU; fc0 flattens its input, so
 // [b, 1, 8, 8] images work as well as [b, input] vectors) and "head" (Linear to `classes`
 // logits). Weights and biases use PyTorch's nn.Linear default, U(-1/sqrt(in), 1/sqrt(in)).
-// No dropout, no normalisation: every layer is a pure function of its input and weights.
+// No dropout, no normalisation: every layer is a pure function of its input and weights. The
+// config and its parser are core/zoo/configs.hpp's, the layers those of zoo::describe_mlp.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct MlpConfig {
-  int64_t layers = 4;  // hidden Linear + ReLU layers (0: the head alone)
-  int64_t width = 256;
-  int64_t input = 64;
-  int64_t classes = 10;
-};
-
-MlpConfig mlp_config(const ModelSpec& spec);
-int64_t parameter_count(const MlpConfig& c);
-LayeredModel build_mlp(const MlpConfig& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_mlp(const zoo::MlpConfig& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

@@ -1,44 +1,49 @@
 #include "models/resnet.hpp"
 
-#include <fmt/format.h>
-
-#include "core/error.hpp"
 #include "models/layers.hpp"
-#include "models/options.hpp"
 
 namespace pipetwin::models {
 
+using zoo::ResNetBlock;
+using zoo::ResNetConfig;
+
 namespace {
 
-constexpr int64_t kStemWidth = 16;
+using zoo::kResNetGroups;
 
+std::shared_ptr<Norm2dImpl> norm2d(ParamFactory& f, const ResNetConfig& c, int64_t channels) {
+  return std::make_shared<Norm2dImpl>(f, channels, c.group_norm, kResNetGroups);
+}
+
+// CIFAR: conv3x3 + norm + ReLU. ImageNet: conv7x7/2 + norm + ReLU + max-pool 3x3/2.
 class StemImpl : public torch::nn::Module {
  public:
-  StemImpl(ParamFactory& f, const ResNetConfig& c) {
-    conv_ =
-        register_module("conv", std::make_shared<Conv2dImpl>(f, c.channels, kStemWidth, 3, 1, 1));
-    norm_ = register_module(
-        "norm", std::make_shared<Norm2dImpl>(f, kStemWidth, c.group_norm, kResNetGroups));
+  StemImpl(ParamFactory& f, const ResNetConfig& c) : pool_(c.bottleneck) {
+    const int64_t width = zoo::resnet_stem_width(c), k = c.bottleneck ? 7 : 3;
+    conv_ = register_module(
+        "conv", std::make_shared<Conv2dImpl>(f, c.channels, width, k, pool_ ? 2 : 1, k / 2));
+    norm_ = register_module("norm", norm2d(f, c, width));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    return at::relu(norm_->forward(conv_->forward(x)));
+    auto y = at::relu(norm_->forward(conv_->forward(x)));
+    return pool_ ? at::max_pool2d(y, 3, 2, 1) : y;
   }
 
  private:
+  bool pool_;
   std::shared_ptr<Conv2dImpl> conv_;
   std::shared_ptr<Norm2dImpl> norm_;
 };
 
+// conv3x3-norm-ReLU-conv3x3-norm + shortcut, ReLU (CIFAR).
 class BasicBlockImpl : public torch::nn::Module {
  public:
-  BasicBlockImpl(ParamFactory& f, const ResNetConfig& c, int64_t in, int64_t out, int64_t stride)
-      : in_(in), out_(out), stride_(stride) {
-    conv1_ = register_module("conv1", std::make_shared<Conv2dImpl>(f, in, out, 3, stride, 1));
-    norm1_ =
-        register_module("norm1", std::make_shared<Norm2dImpl>(f, out, c.group_norm, kResNetGroups));
-    conv2_ = register_module("conv2", std::make_shared<Conv2dImpl>(f, out, out, 3, 1, 1));
-    norm2_ =
-        register_module("norm2", std::make_shared<Norm2dImpl>(f, out, c.group_norm, kResNetGroups));
+  BasicBlockImpl(ParamFactory& f, const ResNetConfig& c, const ResNetBlock& b)
+      : in_(b.in), out_(b.out), stride_(b.stride) {
+    conv1_ = register_module("conv1", std::make_shared<Conv2dImpl>(f, b.in, b.out, 3, b.stride, 1));
+    norm1_ = register_module("norm1", norm2d(f, c, b.out));
+    conv2_ = register_module("conv2", std::make_shared<Conv2dImpl>(f, b.out, b.out, 3, 1, 1));
+    norm2_ = register_module("norm2", norm2d(f, c, b.out));
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
@@ -61,6 +66,36 @@ class BasicBlockImpl : public torch::nn::Module {
   std::shared_ptr<Norm2dImpl> norm1_, norm2_;
 };
 
+// conv1x1-norm-ReLU-conv3x3(stride)-norm-ReLU-conv1x1-norm + shortcut (identity, or a strided
+// 1x1 projection + norm), ReLU (ImageNet, torchvision's v1.5).
+class BottleneckImpl : public torch::nn::Module {
+ public:
+  BottleneckImpl(ParamFactory& f, const ResNetConfig& c, const ResNetBlock& b) {
+    conv1_ = register_module("conv1", std::make_shared<Conv2dImpl>(f, b.in, b.mid, 1, 1, 0));
+    norm1_ = register_module("norm1", norm2d(f, c, b.mid));
+    conv2_ =
+        register_module("conv2", std::make_shared<Conv2dImpl>(f, b.mid, b.mid, 3, b.stride, 1));
+    norm2_ = register_module("norm2", norm2d(f, c, b.mid));
+    conv3_ = register_module("conv3", std::make_shared<Conv2dImpl>(f, b.mid, b.out, 1, 1, 0));
+    norm3_ = register_module("norm3", norm2d(f, c, b.out));
+    if (b.project) {
+      proj_ = register_module("proj", std::make_shared<Conv2dImpl>(f, b.in, b.out, 1, b.stride, 0));
+      proj_norm_ = register_module("proj_norm", norm2d(f, c, b.out));
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = at::relu(norm1_->forward(conv1_->forward(x)));
+    y = at::relu(norm2_->forward(conv2_->forward(y)));
+    y = norm3_->forward(conv3_->forward(y));
+    return at::relu(y + (proj_ ? proj_norm_->forward(proj_->forward(x)) : x));
+  }
+
+ private:
+  std::shared_ptr<Conv2dImpl> conv1_, conv2_, conv3_, proj_;
+  std::shared_ptr<Norm2dImpl> norm1_, norm2_, norm3_, proj_norm_;
+};
+
 class HeadImpl : public torch::nn::Module {
  public:
   HeadImpl(ParamFactory& f, int64_t in, int64_t classes) {
@@ -72,61 +107,7 @@ class HeadImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> fc_;
 };
 
-// Input and output channels and stride of every basic block.
-struct BlockShape {
-  int64_t in, out, stride;
-};
-std::vector<BlockShape> block_shapes(const ResNetConfig& c) {
-  const int64_t n = (c.depth - 2) / 6;
-  std::vector<BlockShape> shapes;
-  int64_t in = kStemWidth;
-  for (int64_t stage = 0; stage < 3; ++stage) {
-    const int64_t out = kStemWidth << stage;
-    for (int64_t i = 0; i < n; ++i) {
-      shapes.push_back({in, out, stage > 0 && i == 0 ? 2 : 1});
-      in = out;
-    }
-  }
-  return shapes;
-}
-
 }  // namespace
-
-ResNetConfig resnet_config(const ModelSpec& spec) {
-  ResNetConfig c;
-  if (!spec.presets.empty()) {
-    throw InputError(fmt::format("{}: {} takes key=value options only, got \"{}\"", spec.origin,
-                                 spec.family, spec.presets.front()));
-  }
-  if (spec.family == "resnet") {
-    spec.allow_only({"depth", "classes", "channels", "image", "norm"});
-    c.depth = int_option(spec, "depth", c.depth);
-  } else {
-    spec.allow_only({"classes", "channels", "image", "norm"});
-    c.depth = std::stol(spec.family.substr(6));  // the zoo only routes "resnet<digits>" here
-  }
-  if (c.depth < 8 || (c.depth - 2) % 6 != 0) {
-    throw InputError(fmt::format("{}: {}: depth must be 6n + 2 with n >= 1 ({} given)", spec.origin,
-                                 spec.family, c.depth));
-  }
-  c.classes = int_option(spec, "classes", c.classes);
-  c.channels = int_option(spec, "channels", c.channels);
-  c.image = int_option(spec, "image", c.image);
-  const std::string norm = spec.has("norm") ? spec.args.at("norm") : "batch";
-  if (norm != "batch" && norm != "group") {
-    throw InputError(fmt::format("{}: {}: option norm must be batch or group (\"{}\" given)",
-                                 spec.origin, spec.family, norm));
-  }
-  c.group_norm = norm == "group";
-  return c;
-}
-
-int64_t parameter_count(const ResNetConfig& c) {
-  int64_t n = c.channels * kStemWidth * 9 + 2 * kStemWidth;
-  for (const auto& b : block_shapes(c)) n += b.out * b.in * 9 + b.out * b.out * 9 + 4 * b.out;
-  const int64_t last = kStemWidth * 4;
-  return n + last * c.classes + c.classes;
-}
 
 LayeredModel build_resnet(const ResNetConfig& c, torch::Dtype dtype, uint64_t seed) {
   ParamFactory f(dtype, seed);
@@ -134,17 +115,16 @@ LayeredModel build_resnet(const ResNetConfig& c, torch::Dtype dtype, uint64_t se
   m.task = Task::kClassification;
   m.sample.input_shape = {c.channels, c.image, c.image};
   m.sample.classes = c.classes;
-  m.layers.push_back({"stem", "conv", torch::nn::AnyModule(std::make_shared<StemImpl>(f, c))});
-  const auto shapes = block_shapes(c);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const auto& s = shapes[i];
-    m.layers.push_back(
-        {fmt::format("block{}", i), "residual",
-         torch::nn::AnyModule(std::make_shared<BasicBlockImpl>(f, c, s.in, s.out, s.stride))});
-  }
-  m.layers.push_back(
-      {"head", "head",
-       torch::nn::AnyModule(std::make_shared<HeadImpl>(f, shapes.back().out, c.classes))});
+  const auto blocks = zoo::resnet_blocks(c);
+  m.layers = layers_of(zoo::describe_resnet(c), [&](const zoo::ZooLayer& l, size_t i) {
+    if (l.kind == "conv") return torch::nn::AnyModule(std::make_shared<StemImpl>(f, c));
+    if (l.kind == "head") {
+      return torch::nn::AnyModule(std::make_shared<HeadImpl>(f, blocks.back().out, c.classes));
+    }
+    const ResNetBlock& b = blocks.at(i - 1);  // "block{i-1}", after the stem
+    if (c.bottleneck) return torch::nn::AnyModule(std::make_shared<BottleneckImpl>(f, c, b));
+    return torch::nn::AnyModule(std::make_shared<BasicBlockImpl>(f, c, b));
+  });
   return m;
 }
 

@@ -14,6 +14,13 @@
 // the shape changes), so ResNet-20 has 0.27M parameters. Convolutions are bias-free with He
 // normal initialisation; norms start at weight 1, bias 0.
 //
+// ImageNet ResNets (Table 1): `resnet:50`, `resnet:101`, `resnet:152` [,image=224,classes=1000,
+// width=64]: "stem" conv7x7/2-norm-ReLU-maxpool3x3/2, "block{i}" bottlenecks 1x1-3x3-1x1 (stride on
+// the 3x3, a 1x1 projection shortcut where the shape changes, torchvision's v1.5), "head".
+//
+// The config, its parser and the block list (zoo::resnet_blocks) are core/zoo/configs.hpp's
+// (shared with the analytic zoo); the layers are those of zoo::describe_resnet(config).
+//
 // norm=batch (the default, as published) is BatchNorm2d: its batch statistics are computed per
 // micro-batch, so a pipeline with M micro-batches does NOT reproduce single-process gradients,
 // and its running statistics are updated in place by every training forward (a recompute
@@ -25,23 +32,11 @@
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct ResNetConfig {
-  int64_t depth = 20;  // 6n + 2
-  int64_t classes = 10;
-  int64_t channels = 3;
-  int64_t image = 32;
-  bool group_norm = false;
-};
-
-inline constexpr int64_t kResNetGroups = 8;
-
-ResNetConfig resnet_config(const ModelSpec& spec);  // family "resnet" or "resnet<depth>"
-int64_t parameter_count(const ResNetConfig& c);
-LayeredModel build_resnet(const ResNetConfig& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_resnet(const zoo::ResNetConfig& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

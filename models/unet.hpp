@@ -1,8 +1,8 @@
 // U-Net: `unet[:B=5,C=64,image=192,channels=3,out=1,norm=batch]`, the model torchgpipe benchmarks
-// (Kim et al. 2020, Section 4.2.2), built with the layout and layer names of its analytic twin
-// core/zoo/unet.cpp, so the two count the same parameters (tested) and a profile of one names the
-// layers of the other. With c_i = C * 2^i and every block a bias-free 3x3 convolution, a norm and
-// ReLU:
+// (Kim et al. 2020, Section 4.2.2), built from the config, parser and block list (zoo::unet_blocks)
+// of core/zoo/configs.hpp that its analytic twin core/zoo/unet.cpp describes, so the two have the
+// same layers, parameters and skips (tested) and a profile of one names the layers of the other.
+// With c_i = C * 2^i and every block a bias-free 3x3 convolution, a norm and ReLU:
 //   "enc{i}.conv{j}"         i = 0..4: channels (i = 0) or c_{i-1} -> c_i, then c_i -> c_i; the
 //                            first block of a lower level max-pools its input (2x2)
 //   "bottleneck.conv{j}"     max-pool, c_4 -> c_5, c_5 -> c_5, ..., c_5 -> c_4
@@ -25,22 +25,11 @@
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct UNetConfig {
-  int64_t blocks = 5;     // B: convolution blocks per level (>= 2)
-  int64_t channels = 64;  // C: output channels of the first convolution (even)
-  int64_t image = 192;    // input side, a multiple of 2^5
-  int64_t in_channels = 3;
-  int64_t out_channels = 1;
-  bool group_norm = false;
-};
-
-UNetConfig unet_config(const ModelSpec& spec);
-int64_t parameter_count(const UNetConfig& c);
-LayeredModel build_unet(const UNetConfig& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_unet(const zoo::UNetConfig& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

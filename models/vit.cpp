@@ -2,12 +2,11 @@
 
 #include <cmath>
 
-#include <fmt/format.h>
-
 #include "models/layers.hpp"
-#include "models/options.hpp"
 
 namespace pipetwin::models {
+
+using zoo::VitConfig;
 
 namespace {
 
@@ -69,62 +68,18 @@ class VitHeadImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> fc_;
 };
 
-const std::vector<Preset<VitConfig>>& vit_presets() {
-  // {depth, dim, heads, mlp, image, patch, channels, classes, dropout}
-  static const std::vector<Preset<VitConfig>> presets = {
-      {"test", {2, 32, 2, 128, 32, 4, 3, 10, 0.0}},
-      {"tiny", {12, 192, 3, 768, 32, 4, 3, 10, 0.0}},
-      {"small", {12, 384, 6, 1536, 32, 4, 3, 10, 0.0}},
-      {"base", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},
-      {"large", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},
-  };
-  return presets;
-}
-
 }  // namespace
-
-VitConfig vit_config(const ModelSpec& spec) {
-  spec.allow_only(
-      {"image", "patch", "channels", "classes", "depth", "dim", "heads", "mlp", "dropout"});
-  VitConfig c = choose_preset(spec, vit_presets(), "tiny");
-  c.depth = int_option(spec, "depth", c.depth);
-  c.dim = int_option(spec, "dim", c.dim);
-  c.heads = int_option(spec, "heads", c.heads);
-  c.mlp = int_option(spec, "mlp", 4 * c.dim);  // all presets use MLP 4 * dim
-  c.image = int_option(spec, "image", c.image);
-  c.patch = int_option(spec, "patch", c.patch);
-  c.channels = int_option(spec, "channels", c.channels);
-  c.classes = int_option(spec, "classes", c.classes);
-  c.dropout = dropout_option(spec, c.dropout);
-  require_multiple(spec, "dim", c.dim, "heads", c.heads);
-  require_multiple(spec, "image", c.image, "patch", c.patch);
-  return c;
-}
-
-int64_t parameter_count(const VitConfig& c) {
-  const auto s = vit_style(c);
-  const int64_t embed =
-      c.dim * c.channels * c.patch * c.patch + c.dim + c.dim + (num_patches(c) + 1) * c.dim;
-  const int64_t head = 2 * c.dim + c.dim * c.classes + c.classes;
-  return embed + c.depth * (attention_parameters(s) + mlp_parameters(s)) + head;
-}
 
 LayeredModel build_vit(const VitConfig& c, torch::Dtype dtype, uint64_t seed) {
   ParamFactory f(dtype, seed);
-  const auto style = vit_style(c);
   LayeredModel m;
   m.task = Task::kClassification;
   m.sample.input_shape = {c.channels, c.image, c.image};
   m.sample.classes = c.classes;
-  m.layers.push_back(
-      {"embed", "embedding", torch::nn::AnyModule(std::make_shared<VitEmbedImpl>(f, c))});
-  for (int64_t i = 0; i < c.depth; ++i) {
-    m.layers.push_back({fmt::format("block{}.attn", i), "attention",
-                        torch::nn::AnyModule(std::make_shared<AttentionImpl>(f, style))});
-    m.layers.push_back({fmt::format("block{}.mlp", i), "mlp",
-                        torch::nn::AnyModule(std::make_shared<MlpImpl>(f, style))});
-  }
-  m.layers.push_back({"head", "head", torch::nn::AnyModule(std::make_shared<VitHeadImpl>(f, c))});
+  m.layers = transformer_layers(
+      zoo::describe_vit(c), f, vit_style(c),
+      [&] { return torch::nn::AnyModule(std::make_shared<VitEmbedImpl>(f, c)); },
+      [&] { return torch::nn::AnyModule(std::make_shared<VitHeadImpl>(f, c)); });
   return m;
 }
 

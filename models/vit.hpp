@@ -1,15 +1,17 @@
 // Vision Transformer (Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021), the model
 // PipeTransformer trains (ViT-B/16, Section 4.1).
 //
+// The config, its parser and presets are core/zoo/configs.hpp's (shared with the analytic zoo):
 //   vit:test   depth 2,  dim 32,   heads 2,  MLP 128    (unit tests)
 //   vit:tiny   depth 12, dim 192,  heads 3,  MLP 768    (ViT-Ti, DeiT)      default preset
 //   vit:small  depth 12, dim 384,  heads 6,  MLP 1536   (ViT-S)
-//   vit:base   depth 12, dim 768,  heads 12, MLP 3072   (ViT-B/16, 86.6M parameters)
-//   vit:large  depth 24, dim 1024, heads 16, MLP 4096   (ViT-L/16, 304M)
+//   vit:base   depth 12, dim 768,  heads 12, MLP 3072   (ViT-B/16, 86.6M parameters; = vit:b16)
+//   vit:large  depth 24, dim 1024, heads 16, MLP 4096   (ViT-L/16, 304M; = vit:l16)
 // test, tiny and small are test sizes: image 32, patch 4, channels 3, classes 10, dropout 0.
 // base and large are paper sizes: image 224, patch 16, channels 3, classes 1000, dropout 0.1.
-// Options override any field: image=, patch=, channels=, classes=, depth=, dim=, heads=, mlp=,
-// dropout= (e.g. `vit:tiny,image=8,patch=2,channels=1` for the 8x8 digits).
+// Options override any field: image=, patch=, channels=, classes=, depth= (or layers=), dim= (or
+// hidden=), heads=, mlp=, dropout= (e.g. `vit:tiny,image=8,patch=2,channels=1` for the 8x8
+// digits). The layers are those of zoo::describe_vit(config), in its order.
 //
 // Layers (PipeTransformer's AutoPipe partitions attention and MLP sub-layers separately):
 //   "embed"        patch embedding (a patch x patch convolution with stride patch), [class]
@@ -25,19 +27,11 @@
 
 #include <cstdint>
 
-#include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {
 
-struct VitConfig {
-  int64_t depth = 12, dim = 192, heads = 3, mlp = 768;
-  int64_t image = 32, patch = 4, channels = 3, classes = 10;
-  double dropout = 0;
-};
-
-VitConfig vit_config(const ModelSpec& spec);
-int64_t parameter_count(const VitConfig& c);
-LayeredModel build_vit(const VitConfig& c, torch::Dtype dtype, uint64_t seed);
+LayeredModel build_vit(const zoo::VitConfig& c, torch::Dtype dtype, uint64_t seed);
 
 }  // namespace pipetwin::models

@@ -2,11 +2,17 @@
 //
 //   mlp[:layers=4,width=256,input=64,classes=10]      mlp.hpp
 //   resnet20 | resnet32 | ... | resnet:depth=N        resnet.hpp (He et al. 2016, CIFAR)
-//   vit:test|tiny|small|base|large[,k=v...]           vit.hpp (Dosovitskiy et al. 2021)
+//   resnet:50 | resnet:101 | resnet:152               resnet.hpp (He et al. 2016, ImageNet)
+//   vit:test|tiny|small|base|b16|large|l16[,k=v...]   vit.hpp (Dosovitskiy et al. 2021)
 //   bert:tiny|mini|small|medium|base|large[,k=v...]   bert.hpp (Devlin et al. 2019)
-//   gpt2:tiny|small|medium|large|xl[,k=v...]          gpt2.hpp (Radford et al. 2019)
+//   gpt2:tiny|small|124m|medium|355m|large|774m|xl|1.5b[,k=v...]   gpt2.hpp (Radford et al. 2019)
 //   unet[:B=5,C=64,image=192,norm=batch|group]        unet.hpp (torchgpipe's U-Net(B, C))
 //   uniform:layers=L,fwd_ms=f,...                     synthetic.hpp (core/synthetic.hpp's twin)
+//
+// One description: every family but `uniform` is parsed by core/zoo/configs.hpp (one config,
+// one preset table, shared with the analytic zoo) and built layer for layer as the analytic
+// descriptor (zoo::describe_*) lists it, so both zoos accept the same names and agree on layer
+// names, kinds, parameters and skip edges.
 //
 // Weights are created, never downloaded. build_model(name, dtype, seed) is deterministic: every
 // parameter is drawn from a local at::Generator seeded with `seed`, in build order, so the same
@@ -30,8 +36,8 @@ namespace pipetwin::models {
 LayeredModel build_model(const std::string& name, torch::Dtype dtype = torch::kFloat32,
                          uint64_t seed = 0);
 
-// The parameter count of the model build_model(name) would build, in closed form (allocates
-// nothing, so it works for paper-size models).
+// The parameter count of the model build_model(name) would build, from its description
+// (allocates nothing, so it works for paper-size models).
 int64_t parameter_count(const std::string& name);
 
 // ModelSpec::to_string of the parsed name: presets first, then options sorted by key.

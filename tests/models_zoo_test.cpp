@@ -3,30 +3,44 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/utils.h>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
-#include "models/gpt2.hpp"
+#include "core/zoo/configs.hpp"
 #include "models/zoo.hpp"
 
 namespace pipetwin::models {
 namespace {
 
-// The presets at a size a unit test can afford: paper-size presets keep their width but get one
-// block, short sequences and (GPT-2) a small vocabulary.
-std::string test_size(const std::string& preset) {
-  for (const char* p : {"vit:base", "vit:large"}) {
-    if (preset == p) return preset + ",depth=1,image=32";
+// A preset at a size a unit test can afford: one over 8M parameters gets one block, 8 dimensions
+// a head, short sequences, a small vocabulary (ImageNet ResNets: base width 8, image 32), so
+// every layer kind stays and the build is a few MB.
+std::string test_size(const std::string& name) {
+  const auto spec = ModelSpec::parse(name, "test");
+  if (!zoo::is_zoo_family(spec) || zoo::describe_model(spec).parameters() < 8'000'000) {
+    return name;
   }
-  for (const char* p : {"bert:base", "bert:large"}) {
-    if (preset == p) return preset + ",layers=1,seq=16";
+  const std::string& f = spec.family;
+  if (f == "vit") {
+    return name + fmt::format(",depth=1,dim={},image=32", 8 * zoo::vit_config(spec).heads);
   }
-  for (const char* p : {"gpt2:small", "gpt2:medium", "gpt2:large", "gpt2:xl"}) {
-    if (preset == p) return preset + ",layers=1,seq=16,vocab=1000";
+  if (f == "bert") {
+    return name +
+           fmt::format(",layers=1,hidden={},seq=16,vocab=100", 8 * zoo::bert_config(spec).heads);
   }
-  if (preset == "unet") return "unet:B=2,C=8,image=32";
-  return preset;
+  if (f == "gpt2") {
+    return name +
+           fmt::format(",layers=1,dim={},seq=16,vocab=100", 8 * zoo::gpt2_config(spec).heads);
+  }
+  if (f == "resnet") return name + ",width=8,image=32,classes=10";
+  if (f == "unet") return "unet:B=2,C=8,image=32";
+  return name;
 }
 
 void expect_output_shape(const LayeredModel& m, const torch::Tensor& out, int64_t batch) {
@@ -225,10 +239,87 @@ TEST(ModelsZoo, PaperSizeCountsMatchThePublishedOnes) {
   const std::vector<std::pair<std::string, double>> gpt2 = {
       {"small", 124e6}, {"medium", 355e6}, {"large", 774e6}, {"xl", 1558e6}};
   for (const auto& [preset, published] : gpt2) {
-    const auto c = gpt2_config(ModelSpec::parse("gpt2:" + preset, "test"));
-    expect_within_one_percent("GPT-2 " + preset, tied_parameter_count(c), published);
-    EXPECT_EQ(parameter_count(c) - tied_parameter_count(c), c.vocab * c.dim);
-    EXPECT_EQ(parameter_count("gpt2:" + preset), parameter_count(c));
+    const auto z = zoo::describe_model("gpt2:" + preset, "test");
+    const auto c = zoo::gpt2_config(ModelSpec::parse("gpt2:" + preset, "test"));
+    expect_within_one_percent("GPT-2 " + preset, z.unique_parameters(), published);
+    EXPECT_EQ(z.tied_params, c.vocab * c.dim);  // the untied LM head
+    EXPECT_EQ(parameter_count("gpt2:" + preset), z.parameters());
+  }
+}
+
+// ---- one description: the built model is its descriptor, layer for layer --------------------
+
+// Every edge (producer, consumer) of a descriptor (a chain when it lists none).
+std::set<std::pair<int, int>> descriptor_edges(const zoo::ZooModel& z) {
+  std::set<std::pair<int, int>> out;
+  for (const auto& e : z.edges) out.emplace(e.from, e.to);
+  if (z.edges.empty()) {
+    for (int i = 1; i < z.num_layers(); ++i) out.emplace(i - 1, i);
+  }
+  return out;
+}
+
+void expect_built_as_described(const std::string& name) {
+  SCOPED_TRACE(name);
+  const zoo::ZooModel z = zoo::describe_model(name, "test");
+  const LayeredModel m = build_model(name);
+  EXPECT_LT(m.num_parameters() * 4, 100'000'000);  // a test size
+  ASSERT_EQ(m.layers.size(), z.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    EXPECT_EQ(m.layers[i].name, z.layers[i].name) << "layer " << i;
+    EXPECT_EQ(m.layers[i].kind, z.layers[i].kind) << z.layers[i].name;
+    EXPECT_EQ(m.layers[i].num_parameters(), z.layers[i].params) << z.layers[i].name;
+  }
+  const auto edges = m.edges();
+  const std::set<std::pair<int, int>> built(edges.begin(), edges.end());
+  EXPECT_EQ(built, descriptor_edges(z));
+}
+
+TEST(ModelsZoo, EveryPresetIsBuiltAsItsDescriptorSaysLayerForLayer) {
+  int presets = 0;
+  for (const auto& family : zoo::shared_families()) {
+    for (const auto& name : zoo::preset_models(family)) {
+      expect_built_as_described(test_size(name));
+      ++presets;
+    }
+  }
+  // vit 7, bert 6, gpt2 9, resnet 5 CIFAR + 3 ImageNet, unet, mlp
+  EXPECT_EQ(presets, 7 + 6 + 9 + 8 + 1 + 1);
+  for (const char* name :
+       {"vit:test,layers=3,hidden=64,dropout=0.1", "bert:tiny,layers=1,seq=8,dropout=0.1",
+        "gpt2:tiny,layers=3,dim=32,vocab=40,seq=6,ctx=8", "resnet:depth=14,norm=group,image=8",
+        "resnet:50,width=4,image=64,classes=3", "unet:B=3,C=4,image=64,norm=group,out=2",
+        "mlp:layers=0", "mlp:layers=3,width=16,input=5"}) {
+    expect_built_as_described(name);
+  }
+}
+
+// One preset table: every name of the core tables (and every name `pipetwin zoo` lists for a
+// family both build) builds here, with the descriptor's parameter count; aliases are one config.
+TEST(ModelsZoo, BothZoosAcceptTheSamePresetNames) {
+  const auto listed = model_presets();
+  for (const auto& family : zoo::shared_families()) {
+    for (const auto& name : zoo::preset_models(family)) {
+      EXPECT_EQ(parameter_count(name), zoo::describe_model(name).parameters()) << name;
+      EXPECT_NE(std::find(listed.begin(), listed.end(), name), listed.end()) << name;
+    }
+  }
+  const auto shared = zoo::shared_families();
+  for (const auto& name : zoo::zoo_names()) {
+    const auto spec = ModelSpec::parse(name, "test");
+    const std::string family = zoo::is_resnet_alias(spec.family) ? "resnet" : spec.family;
+    if (std::find(shared.begin(), shared.end(), family) == shared.end()) continue;  // t5, ...
+    EXPECT_EQ(parameter_count(name), zoo::describe_model(spec).parameters()) << name;
+  }
+  for (const auto& [a, b] :
+       std::vector<std::pair<std::string, std::string>>{{"vit:base", "vit:b16"},
+                                                        {"vit:large", "vit:l16"},
+                                                        {"gpt2:small", "gpt2:124m"},
+                                                        {"gpt2:medium", "gpt2:355m"},
+                                                        {"gpt2:large", "gpt2:774m"},
+                                                        {"gpt2:xl", "gpt2:1.5b"}}) {
+    EXPECT_EQ(parameter_count(a), parameter_count(b)) << a << " = " << b;
+    EXPECT_EQ(zoo::describe_model(a).forward_flops(), zoo::describe_model(b).forward_flops());
   }
 }
 
@@ -237,9 +328,10 @@ TEST(ModelsZoo, BadNamesAreInputErrors) {
     build_model("vit:huge");
     FAIL() << "no exception";
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(),
-                ::testing::HasSubstr(
-                    "vit: unknown preset \"huge\" (known: test, tiny, small, base, large)"));
+    EXPECT_THAT(
+        e.what(),
+        ::testing::HasSubstr(
+            "vit: unknown preset \"huge\" (known: test, tiny, small, base, b16, large, l16)"));
   }
   EXPECT_THROW(build_model("alexnet"), InputError);
   EXPECT_THROW(build_model("vit:tiny,colour=3"), InputError);

@@ -16,6 +16,7 @@
 #include "core/model_graph.hpp"
 #include "core/model_source.hpp"
 #include "core/profile.hpp"
+#include "core/zoo/configs.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::zoo {
@@ -294,6 +295,42 @@ TEST(ZooNames, AliasesDescribeTheSameModel) {
   EXPECT_EQ(describe_model("resnet20").parameters(),
             describe_model("resnet:depth=20").parameters());
   EXPECT_EQ(describe_model("resnet:50").layers.size(), 1u + 16 + 1);
+}
+
+// One table per family (core/zoo/configs.hpp), shared with models/: every name in it describes,
+// and every name `pipetwin zoo` lists for a family both zoos build is in it.
+TEST(ZooNames, EveryPresetTableNameDescribes) {
+  std::set<std::string> tables;
+  for (const auto& family : shared_families()) {
+    for (const auto& name : preset_models(family)) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(describe_model(name).family, family);
+      tables.insert(name);
+    }
+  }
+  EXPECT_EQ(tables.size(), 7u + 6 + 9 + 8 + 1 + 1);  // vit, bert, gpt2, resnet, unet, mlp
+  for (const auto& name : zoo_names()) {
+    const auto spec = ModelSpec::parse(name, "test");
+    if (spec.family == "t5" || spec.family == "amoebanet" || !spec.args.empty()) continue;
+    EXPECT_EQ(tables.count(name), 1u) << name;
+  }
+  EXPECT_EQ(describe_model("gpt2:124m").parameters(),
+            describe_gpt2(gpt2_config(ModelSpec::parse("gpt2:small", "test"))).parameters());
+}
+
+TEST(ZooNames, ImagenetResnetWidthScalesTheBlocks) {
+  const ZooModel m = describe_model("resnet:50,width=8");
+  const auto blocks = resnet_blocks(resnet_config(ModelSpec::parse("resnet:50,width=8", "t")));
+  ASSERT_EQ(blocks.size(), 16u);
+  EXPECT_EQ(m.num_layers(), 1 + 16 + 1);
+  // block0: 1x1 8->8, 3x3 8->8, 1x1 8->32, projection 1x1 8->32, four BatchNorms.
+  EXPECT_EQ(m.layers[1].params, 8 * 8 + 9 * 8 * 8 + 8 * 32 + 8 * 32 + 2 * (8 + 8 + 32 + 32));
+  EXPECT_TRUE(blocks[0].project);
+  EXPECT_EQ(blocks[3].stride, 2);  // the first block of stage 2
+  EXPECT_FALSE(blocks[4].project);
+  EXPECT_EQ(m.layers.back().params, 256 * 1000 + 1000);  // Linear(32 x width -> classes)
+  EXPECT_EQ(describe_model("resnet:50,width=64").parameters(),
+            describe_model("resnet:50").parameters());
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 // ResNets (He et al., "Deep Residual Learning for Image Recognition", CVPR 2016) and the MLP.
 //
-// CIFAR ResNets (Section 4.2): `resnet20`, `resnet32`, ..., `resnet:depth=6n+2`, exactly
-// models/resnet.hpp's (option-A shortcuts, 16/32/64 channels, "stem", "block{i}", "head"), with
-// its options classes=, channels=, image=, norm=batch|group.
+// The configs, parsers and block layouts (resnet_blocks) are core/zoo/configs.hpp's, the ones
+// models/resnet.hpp and models/mlp.hpp build from, so both zoos have the same layers.
+// CIFAR ResNets (Section 4.2): `resnet20`, `resnet32`, ..., `resnet:depth=6n+2` (option-A
+// shortcuts, 16/32/64 channels, "stem", "block{i}", "head"), with the options classes=,
+// channels=, image=, norm=batch|group.
 // ImageNet ResNets (Table 1): `resnet:50`, `resnet:101`, `resnet:152`: 7x7/2 stem with 3x3/2
 // max-pool ("stem", kind "conv"), bottleneck blocks 1x1-3x3-1x1 with the stride on the 3x3 and a
 // 1x1 projection shortcut where the shape changes ("block{i}", kind "residual", as torchvision's
 // v1.5), global average pool and Linear(2048 -> classes) ("head"). Options image= (224),
-// classes= (1000). 25.6M / 44.5M / 60.2M parameters.
-// MLP: models/mlp.hpp's `mlp[:layers=4,width=256,input=64,classes=10]`: "fc{i}" Linear + ReLU
+// classes= (1000), width= (64: the stem's channels and stage 1's bottleneck width; the other
+// widths scale with it, so width=8 is a test size). 25.6M / 44.5M / 60.2M parameters.
+// MLP: `mlp[:layers=4,width=256,input=64,classes=10]`: "fc{i}" Linear + ReLU
 // (kind "linear") and "head" Linear (kind "head").
 //
 // Saved elements follow LibTorch autograd: BatchNorm keeps its input (the conv output), ReLU
@@ -33,144 +36,177 @@ ZooLayer classifier_head(int64_t features, int64_t classes, double input_elems) 
   return make_layer("head", "head", acc, input_elems, d(classes));
 }
 
-// ---- CIFAR ----------------------------------------------------------------------------------
+ResNetConfig imagenet_config(const ModelSpec& spec) {
+  spec.allow_only({"image", "classes", "width"});
+  ResNetConfig c = choose_preset(spec, resnet_presets(), "");
+  c.image = int_option(spec, "image", c.image);
+  c.classes = int_option(spec, "classes", c.classes);
+  c.width = int_option(spec, "width", c.width);
+  return c;
+}
 
-ZooModel describe_cifar_resnet(const ModelSpec& spec) {
+ResNetConfig cifar_config(const ModelSpec& spec) {
   reject_presets(spec);
-  int64_t depth = 20;
+  ResNetConfig c;
   if (spec.family == "resnet") {
     spec.allow_only({"depth", "classes", "channels", "image", "norm"});
-    depth = int_option(spec, "depth", depth);
+    c.depth = int_option(spec, "depth", c.depth);
   } else {
     spec.allow_only({"classes", "channels", "image", "norm"});
-    depth = std::stol(spec.family.substr(6));
+    c.depth = std::stol(spec.family.substr(6));  // the zoo only routes "resnet<digits>" here
   }
-  if (depth < 8 || (depth - 2) % 6 != 0) {
+  if (c.depth < 8 || (c.depth - 2) % 6 != 0) {
     throw InputError(fmt::format("{}: {}: depth must be 6n + 2 with n >= 1 ({} given)", spec.origin,
-                                 spec.family, depth));
+                                 spec.family, c.depth));
   }
-  const int64_t classes = int_option(spec, "classes", 10);
-  const int64_t channels = int_option(spec, "channels", 3);
-  const int64_t image = int_option(spec, "image", 32);
-  const std::string norm = spec.has("norm") ? spec.args.at("norm") : "batch";
-  if (norm != "batch" && norm != "group") {
-    throw InputError(fmt::format("{}: {}: option norm must be batch or group (\"{}\" given)",
-                                 spec.origin, spec.family, norm));
-  }
+  c.classes = int_option(spec, "classes", c.classes);
+  c.channels = int_option(spec, "channels", c.channels);
+  c.image = int_option(spec, "image", c.image);
+  c.group_norm = group_norm_option(spec);
+  return c;
+}
+
+// ---- CIFAR ----------------------------------------------------------------------------------
+
+ZooModel describe_cifar_resnet(const ResNetConfig& c) {
   // GroupNorm (8 groups) keeps a mean and an rstd per group and sample.
-  const double group_stats = norm == "group" ? 2.0 * 8 : 0;
+  const double group_stats = c.group_norm ? 2.0 * kResNetGroups : 0;
   ZooModel m;
-  m.description =
-      fmt::format("ResNet-{} for CIFAR (He et al. 2016, Section 4.2), {} norm", depth, norm);
-  m.input_elems = d(channels * image * image);
+  m.description = fmt::format("ResNet-{} for CIFAR (He et al. 2016, Section 4.2), {} norm", c.depth,
+                              c.group_norm ? "group" : "batch");
+  m.input_elems = d(c.channels * c.image * c.image);
   LayerAcc stem;
-  const ConvShape s{channels, 16, 3, 0, image, image, 1};
+  const ConvShape s{c.channels, resnet_stem_width(c), 3, 0, c.image, c.image, 1};
   stem.conv_bn(s, true);
   stem.saved += group_stats;
   m.layers.push_back(make_layer("stem", "conv", stem, m.input_elems, s.out_elems()));
-  int64_t in = 16, h = image;
-  const int64_t n = (depth - 2) / 6;
-  for (int64_t i = 0; i < 3 * n; ++i) {
-    const int64_t out = 16 << (i / n), stride = (i >= n && i % n == 0) ? 2 : 1;
+  int64_t in = s.c_out, h = c.image;
+  for (const auto& blk : resnet_blocks(c)) {
     LayerAcc b;
-    const ConvShape c1{in, out, 3, 0, h, h, stride};
-    const ConvShape c2{out, out, 3, 0, c1.out_h(), c1.out_w(), 1};
+    const ConvShape c1{blk.in, blk.out, 3, 0, h, h, blk.stride};
+    const ConvShape c2{blk.out, blk.out, 3, 0, c1.out_h(), c1.out_w(), 1};
     b.conv_bn(c1, true);
     b.conv_bn(c2, true);  // BatchNorm keeps conv2's output; the ReLU after the add its own
     b.saved += 2 * group_stats;
-    m.layers.push_back(
-        make_layer(fmt::format("block{}", i), "residual", b, d(in * h * h), c2.out_elems()));
-    in = out;
+    m.layers.push_back(make_layer(blk.name, "residual", b, d(blk.in * h * h), c2.out_elems()));
+    in = blk.out;
     h = c1.out_h();
   }
-  m.layers.push_back(classifier_head(in, classes, d(in * h * h)));
+  m.layers.push_back(classifier_head(in, c.classes, d(in * h * h)));
   return m;
 }
 
 // ---- ImageNet -------------------------------------------------------------------------------
 
-ZooModel describe_imagenet_resnet(const ModelSpec& spec) {
-  spec.allow_only({"image", "classes"});
-  if (spec.presets.size() > 1) {
-    throw InputError(fmt::format("{}: resnet: more than one preset (\"{}\" and \"{}\")",
-                                 spec.origin, spec.presets[0], spec.presets[1]));
-  }
-  const std::string& p = spec.presets.front();
-  std::vector<int64_t> blocks;
-  if (p == "50") blocks = {3, 4, 6, 3};
-  if (p == "101") blocks = {3, 4, 23, 3};
-  if (p == "152") blocks = {3, 8, 36, 3};
-  if (blocks.empty()) {
-    throw InputError(fmt::format(
-        "{}: resnet: unknown preset \"{}\" (known: 50, 101, 152; CIFAR ResNets are resnet20, "
-        "resnet32, ... or resnet:depth=N)",
-        spec.origin, p));
-  }
-  const int64_t image = int_option(spec, "image", 224);
-  const int64_t classes = int_option(spec, "classes", 1000);
+ZooModel describe_imagenet_resnet(const ResNetConfig& c) {
   ZooModel m;
-  m.description = fmt::format("ResNet-{} for ImageNet (He et al. 2016, Table 1)", p);
-  m.input_elems = d(3 * image * image);
+  m.description = fmt::format("ResNet-{} for ImageNet (He et al. 2016, Table 1){}", c.depth,
+                              c.width == 64 ? "" : fmt::format(", base width {}", c.width));
+  m.input_elems = d(c.channels * c.image * c.image);
+  const int64_t w = resnet_stem_width(c);
   LayerAcc stem;
-  const ConvShape s{3, 64, 7, 0, image, image, 2};
+  const ConvShape s{c.channels, w, 7, 0, c.image, c.image, 2};
   stem.conv_bn(s, true);
   int64_t h = (s.out_h() + 1) / 2;  // 3x3/2 max-pool, padding 1
-  stem.saved += d(64 * h * h);      // its indices
-  m.layers.push_back(make_layer("stem", "conv", stem, m.input_elems, d(64 * h * h)));
-  int64_t in = 64, index = 0;
-  for (size_t stage = 0; stage < blocks.size(); ++stage) {
-    const int64_t mid = 64 << stage, out = 4 * mid;
-    for (int64_t i = 0; i < blocks[stage]; ++i) {
-      const int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
-      LayerAcc b;
-      const ConvShape c1{in, mid, 1, 0, h, h, 1};
-      const ConvShape c2{mid, mid, 3, 0, h, h, stride};
-      const ConvShape c3{mid, out, 1, 0, c2.out_h(), c2.out_w(), 1};
-      b.conv_bn(c1, true);
-      b.conv_bn(c2, true);
-      b.conv_bn(c3, true);  // BatchNorm keeps conv3's output; the ReLU after the add its own
-      if (i == 0) b.conv_bn({in, out, 1, 0, h, h, stride}, false);
-      m.layers.push_back(make_layer(fmt::format("block{}", index++), "residual", b, d(in * h * h),
-                                    c3.out_elems()));
-      in = out;
-      h = c2.out_h();
-    }
+  stem.saved += d(w * h * h);       // its indices
+  m.layers.push_back(make_layer("stem", "conv", stem, m.input_elems, d(w * h * h)));
+  int64_t in = w;
+  for (const auto& blk : resnet_blocks(c)) {
+    LayerAcc b;
+    const ConvShape c1{blk.in, blk.mid, 1, 0, h, h, 1};
+    const ConvShape c2{blk.mid, blk.mid, 3, 0, h, h, blk.stride};
+    const ConvShape c3{blk.mid, blk.out, 1, 0, c2.out_h(), c2.out_w(), 1};
+    b.conv_bn(c1, true);
+    b.conv_bn(c2, true);
+    b.conv_bn(c3, true);  // BatchNorm keeps conv3's output; the ReLU after the add its own
+    if (blk.project) b.conv_bn({blk.in, blk.out, 1, 0, h, h, blk.stride}, false);
+    m.layers.push_back(make_layer(blk.name, "residual", b, d(blk.in * h * h), c3.out_elems()));
+    in = blk.out;
+    h = c2.out_h();
   }
-  m.layers.push_back(classifier_head(in, classes, d(in * h * h)));
+  m.layers.push_back(classifier_head(in, c.classes, d(in * h * h)));
   return m;
 }
 
 }  // namespace
 
-ZooModel describe_resnet(const ModelSpec& spec) {
-  if (spec.family == "resnet" && !spec.presets.empty()) return describe_imagenet_resnet(spec);
-  return describe_cifar_resnet(spec);
+const std::vector<Preset<ResNetConfig>>& resnet_presets() {
+  // He et al. 2016, Table 1: bottleneck blocks per stage.
+  static const std::vector<Preset<ResNetConfig>> presets = {
+      {"50", {50, 1000, 3, 224, false, true, {3, 4, 6, 3}, 64}},
+      {"101", {101, 1000, 3, 224, false, true, {3, 4, 23, 3}, 64}},
+      {"152", {152, 1000, 3, 224, false, true, {3, 8, 36, 3}, 64}},
+  };
+  return presets;
 }
 
-ZooModel describe_mlp(const ModelSpec& spec) {
+ResNetConfig resnet_config(const ModelSpec& spec) {
+  if (spec.family == "resnet" && !spec.presets.empty()) return imagenet_config(spec);
+  return cifar_config(spec);
+}
+
+int64_t resnet_stem_width(const ResNetConfig& c) {
+  return c.bottleneck ? c.width : 16;
+}
+
+std::vector<ResNetBlock> resnet_blocks(const ResNetConfig& c) {
+  std::vector<ResNetBlock> blocks;
+  int64_t in = resnet_stem_width(c);
+  if (!c.bottleneck) {  // 3 stages of n basic blocks, 16/32/64 channels
+    const int64_t n = (c.depth - 2) / 6;
+    for (int64_t i = 0; i < 3 * n; ++i) {
+      const int64_t out = resnet_stem_width(c) << (i / n);
+      const int64_t stride = (i >= n && i % n == 0) ? 2 : 1;
+      blocks.push_back({fmt::format("block{}", i), in, out, out, stride, false});
+      in = out;
+    }
+    return blocks;
+  }
+  for (size_t stage = 0; stage < c.stages.size(); ++stage) {
+    const int64_t mid = c.width << stage, out = 4 * mid;
+    for (int64_t i = 0; i < c.stages[stage]; ++i) {
+      const int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
+      blocks.push_back(
+          {fmt::format("block{}", blocks.size()), in, mid, out, stride, i == 0 && in != out});
+      in = out;
+    }
+  }
+  return blocks;
+}
+
+ZooModel describe_resnet(const ResNetConfig& c) {
+  return c.bottleneck ? describe_imagenet_resnet(c) : describe_cifar_resnet(c);
+}
+
+MlpConfig mlp_config(const ModelSpec& spec) {
   reject_presets(spec);
   spec.allow_only({"layers", "width", "input", "classes"});
-  const int64_t layers = int_option(spec, "layers", 4, 0);
-  const int64_t width = int_option(spec, "width", 256);
-  const int64_t input = int_option(spec, "input", 64);
-  const int64_t classes = int_option(spec, "classes", 10);
+  MlpConfig c;
+  c.layers = int_option(spec, "layers", c.layers, 0);
+  c.width = int_option(spec, "width", c.width);
+  c.input = int_option(spec, "input", c.input);
+  c.classes = int_option(spec, "classes", c.classes);
+  return c;
+}
+
+ZooModel describe_mlp(const MlpConfig& c) {
   ZooModel m;
-  m.description = fmt::format("MLP: {} x Linear({}) + ReLU, Linear head", layers, width);
-  m.input_elems = d(input);
-  int64_t in = input;
-  for (int64_t i = 0; i < layers; ++i) {
+  m.description = fmt::format("MLP: {} x Linear({}) + ReLU, Linear head", c.layers, c.width);
+  m.input_elems = d(c.input);
+  int64_t in = c.input;
+  for (int64_t i = 0; i < c.layers; ++i) {
     LayerAcc acc;
-    acc.params = in * width + width;
-    acc.flops = 2.0 * d(in * width);
-    acc.saved = d(width);  // ReLU's output
-    m.layers.push_back(make_layer(fmt::format("fc{}", i), "linear", acc, d(in), d(width)));
-    in = width;
+    acc.params = in * c.width + c.width;
+    acc.flops = 2.0 * d(in * c.width);
+    acc.saved = d(c.width);  // ReLU's output
+    m.layers.push_back(make_layer(fmt::format("fc{}", i), "linear", acc, d(in), d(c.width)));
+    in = c.width;
   }
   LayerAcc head;
-  head.params = in * classes + classes;
-  head.flops = 2.0 * d(in * classes);
-  head.saved = d(classes);
-  m.layers.push_back(make_layer("head", "head", head, d(in), d(classes)));
+  head.params = in * c.classes + c.classes;
+  head.flops = 2.0 * d(in * c.classes);
+  head.saved = d(c.classes);
+  m.layers.push_back(make_layer("head", "head", head, d(in), d(c.classes)));
   return m;
 }
 

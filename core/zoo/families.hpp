@@ -1,10 +1,7 @@
-// Internal to core/zoo/: one describe function per family, the option helpers they share, and
-// the builders of layers that several families use (Transformer sub-layers, convolutions).
-//
-// Options follow models/options.hpp's rules (at most one preset word, a fallback preset when
-// none, options override the preset, unknown options rejected by ModelSpec::allow_only), so a
-// name means the same model in both zoos. The helpers are re-stated here rather than shared
-// because core/ must not include models/.
+// Internal to core/zoo/: the describe functions of the analytic-only families (T5, AmoebaNet)
+// and the builders of layers that several families use (Transformer sub-layers, convolutions).
+// The families models/ builds too are described by core/zoo/configs.hpp; the option helpers are
+// core/zoo/options.hpp's, shared with models/.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -18,56 +15,14 @@
 
 #include "core/error.hpp"
 #include "core/model_spec.hpp"
+#include "core/zoo/configs.hpp"
+#include "core/zoo/options.hpp"
 #include "core/zoo/zoo.hpp"
 
 namespace pipetwin::zoo {
 
-ZooModel describe_vit(const ModelSpec& spec);
-ZooModel describe_bert(const ModelSpec& spec);
-ZooModel describe_gpt2(const ModelSpec& spec);
 ZooModel describe_t5(const ModelSpec& spec);
-ZooModel describe_resnet(const ModelSpec& spec);  // "resnet", "resnet<depth>"
-ZooModel describe_mlp(const ModelSpec& spec);
-ZooModel describe_unet(const ModelSpec& spec);
 ZooModel describe_amoebanet(const ModelSpec& spec);
-
-bool is_resnet_alias(const std::string& family);  // "resnet20", "resnet32", ...
-
-// ---- options -------------------------------------------------------------------------------
-
-template <class Config>
-struct Preset {
-  std::string name;
-  Config config;
-};
-
-template <class Config>
-Config choose_preset(const ModelSpec& spec, const std::vector<Preset<Config>>& presets,
-                     const std::string& fallback) {
-  if (spec.presets.size() > 1) {
-    throw InputError(fmt::format("{}: {}: more than one preset (\"{}\" and \"{}\")", spec.origin,
-                                 spec.family, spec.presets[0], spec.presets[1]));
-  }
-  const std::string wanted = spec.presets.empty() ? fallback : spec.presets.front();
-  std::string known;
-  for (const auto& p : presets) {
-    if (p.name == wanted) return p.config;
-    known += (known.empty() ? "" : ", ") + p.name;
-  }
-  throw InputError(fmt::format("{}: {}: unknown preset \"{}\" (known: {})", spec.origin,
-                               spec.family, wanted, known));
-}
-
-// An integer option that must be at least `minimum`.
-int64_t int_option(const ModelSpec& spec, const std::string& key, int64_t fallback,
-                   int64_t minimum = 1);
-// An integer option under either of two names (`depth` or `layers`); both given is an error.
-int64_t int_option2(const ModelSpec& spec, const std::string& key, const std::string& alias,
-                    int64_t fallback);
-double dropout_option(const ModelSpec& spec, double fallback);
-void require_multiple(const ModelSpec& spec, const std::string& what, int64_t value,
-                      const std::string& by, int64_t divisor);
-void reject_presets(const ModelSpec& spec);  // families that take key=value options only
 
 // ---- Transformer sub-layers ------------------------------------------------------------------
 

@@ -21,9 +21,9 @@
 //   "enc.norm"          final RMSNorm of the encoder, dropout                      "norm"
 //   "dec.embed"         decoder token embedding (a tied copy), dropout             "embedding"
 //   "dec{i}.attn"       causal self-attention over the dec_seq decoder tokens      "attention"
-//   "dec{i}.cross"      cross-attention: decoder queries, keys/values from enc.norm
-//   "cross-attention" "dec{i}.mlp"        as in the encoder "mlp" "head"              final
-//   RMSNorm, LM head (a tied copy), cross-entropy        "head"
+//   "dec{i}.cross"      cross-attention, keys/values from enc.norm           "cross-attention"
+//   "dec{i}.mlp"        as in the encoder                                          "mlp"
+//   "head"              final RMSNorm, LM head (a tied copy), cross-entropy        "head"
 // Edges: the encoder is a chain; enc.norm's output (enc_seq x d_model) feeds EVERY decoder
 // cross-attention; the decoder is a chain from dec.embed to head. The model's input (encoder
 // and decoder token ids) enters "embed"; the decoder's ids travel from there to dec.embed as a

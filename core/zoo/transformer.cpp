@@ -1,7 +1,7 @@
 // Transformer sub-layers and the encoder / decoder-only families: ViT, BERT, GPT-2.
 //
-// Shapes and presets are models/vit.hpp, models/bert.hpp and models/gpt2.hpp's, so that the
-// descriptor of a test-size model matches the LibTorch model layer for layer. Saved elements
+// The configs, parsers and preset tables are the ones models/ builds from (core/zoo/configs.hpp),
+// so the descriptor of a model matches the LibTorch model layer for layer. Saved elements
 // follow models/layers.cpp's textbook attention (LibTorch 1.13 has no fused kernel; with
 // dropout the fused kernel is never used): q/k/v, the softmax output, the context, norms'
 // statistics and outputs; dropout adds its mask (and, on attention probabilities, the dropped
@@ -82,25 +82,39 @@ ZooLayer mlp_layer(const std::string& name, const TransformerShape& t) {
 
 // ---- ViT ------------------------------------------------------------------------------------
 
-namespace {
-
-struct VitConfig {
-  int64_t depth, dim, heads, mlp, image, patch, channels, classes;
-  double dropout;
-};
-
 const std::vector<Preset<VitConfig>>& vit_presets() {
+  // {depth, dim, heads, mlp, image, patch, channels, classes, dropout}
   static const std::vector<Preset<VitConfig>> presets = {
       {"test", {2, 32, 2, 128, 32, 4, 3, 10, 0.0}},
       {"tiny", {12, 192, 3, 768, 32, 4, 3, 10, 0.0}},
       {"small", {12, 384, 6, 1536, 32, 4, 3, 10, 0.0}},
       {"base", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},
-      {"b16", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},
+      {"b16", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},  // = base (ViT-B/16)
       {"large", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},
-      {"l16", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},
+      {"l16", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},  // = large (ViT-L/16)
   };
   return presets;
 }
+
+VitConfig vit_config(const ModelSpec& spec) {
+  spec.allow_only({"image", "patch", "channels", "classes", "depth", "layers", "dim", "hidden",
+                   "heads", "mlp", "dropout"});
+  VitConfig c = choose_preset(spec, vit_presets(), "tiny");
+  c.depth = int_option2(spec, "depth", "layers", c.depth);
+  c.dim = int_option2(spec, "dim", "hidden", c.dim);
+  c.heads = int_option(spec, "heads", c.heads);
+  c.mlp = int_option(spec, "mlp", 4 * c.dim);  // all presets use MLP 4 * dim
+  c.image = int_option(spec, "image", c.image);
+  c.patch = int_option(spec, "patch", c.patch);
+  c.channels = int_option(spec, "channels", c.channels);
+  c.classes = int_option(spec, "classes", c.classes);
+  c.dropout = dropout_option(spec, c.dropout);
+  require_multiple(spec, "dim", c.dim, "heads", c.heads);
+  require_multiple(spec, "image", c.image, "patch", c.patch);
+  return c;
+}
+
+namespace {
 
 TransformerShape block_shape(int64_t seq, int64_t dim, int64_t heads, int64_t mlp, double p) {
   TransformerShape t;
@@ -121,21 +135,7 @@ void add_blocks(ZooModel& m, int64_t layers, const TransformerShape& t) {
 
 }  // namespace
 
-ZooModel describe_vit(const ModelSpec& spec) {
-  spec.allow_only({"image", "patch", "channels", "classes", "depth", "layers", "dim", "hidden",
-                   "heads", "mlp", "dropout"});
-  VitConfig c = choose_preset(spec, vit_presets(), "tiny");
-  c.depth = int_option2(spec, "depth", "layers", c.depth);
-  c.dim = int_option2(spec, "dim", "hidden", c.dim);
-  c.heads = int_option(spec, "heads", c.heads);
-  c.mlp = int_option(spec, "mlp", 4 * c.dim);
-  c.image = int_option(spec, "image", c.image);
-  c.patch = int_option(spec, "patch", c.patch);
-  c.channels = int_option(spec, "channels", c.channels);
-  c.classes = int_option(spec, "classes", c.classes);
-  c.dropout = dropout_option(spec, c.dropout);
-  require_multiple(spec, "dim", c.dim, "heads", c.heads);
-  require_multiple(spec, "image", c.image, "patch", c.patch);
+ZooModel describe_vit(const VitConfig& c) {
   const int64_t patches = (c.image / c.patch) * (c.image / c.patch), seq = patches + 1;
   ZooModel m;
   m.description = fmt::format(
@@ -168,14 +168,8 @@ ZooModel describe_vit(const ModelSpec& spec) {
 
 // ---- BERT -----------------------------------------------------------------------------------
 
-namespace {
-
-struct BertConfig {
-  int64_t layers, hidden, heads, ffn, vocab, positions, type_vocab, seq, classes;
-  double dropout;
-};
-
 const std::vector<Preset<BertConfig>>& bert_presets() {
+  // {layers, hidden, heads, ffn, vocab, positions, type_vocab, seq, classes, dropout}
   static const std::vector<Preset<BertConfig>> presets = {
       {"tiny", {2, 128, 2, 512, 30522, 512, 2, 128, 2, 0.0}},
       {"mini", {4, 256, 4, 1024, 30522, 512, 2, 128, 2, 0.0}},
@@ -187,16 +181,14 @@ const std::vector<Preset<BertConfig>>& bert_presets() {
   return presets;
 }
 
-}  // namespace
-
-ZooModel describe_bert(const ModelSpec& spec) {
+BertConfig bert_config(const ModelSpec& spec) {
   spec.allow_only(
       {"layers", "hidden", "heads", "ffn", "seq", "vocab", "positions", "classes", "dropout"});
   BertConfig c = choose_preset(spec, bert_presets(), "tiny");
   c.layers = int_option(spec, "layers", c.layers);
   c.hidden = int_option(spec, "hidden", c.hidden);
   c.heads = int_option(spec, "heads", c.heads);
-  c.ffn = int_option(spec, "ffn", 4 * c.hidden);
+  c.ffn = int_option(spec, "ffn", 4 * c.hidden);  // all presets use FFN 4H
   c.vocab = int_option(spec, "vocab", c.vocab);
   c.positions = int_option(spec, "positions", c.positions);
   c.seq = int_option(spec, "seq", std::min(c.seq, c.positions));
@@ -207,6 +199,10 @@ ZooModel describe_bert(const ModelSpec& spec) {
     throw InputError(
         fmt::format("{}: bert: seq {} exceeds positions {}", spec.origin, c.seq, c.positions));
   }
+  return c;
+}
+
+ZooModel describe_bert(const BertConfig& c) {
   ZooModel m;
   m.description = fmt::format("BERT (Devlin et al. 2019): {} layers, hidden {}, {} heads, seq {}",
                               c.layers, c.hidden, c.heads, c.seq);
@@ -239,31 +235,23 @@ ZooModel describe_bert(const ModelSpec& spec) {
 
 // ---- GPT-2 ----------------------------------------------------------------------------------
 
-namespace {
-
-struct Gpt2Config {
-  int64_t layers, dim, heads, vocab, ctx, seq;
-  double dropout;
-};
-
 const std::vector<Preset<Gpt2Config>>& gpt2_presets() {
+  // {layers, dim, heads, vocab, ctx, seq, dropout}; the sizes by name and by OpenAI's count
   static const std::vector<Preset<Gpt2Config>> presets = {
       {"tiny", {2, 128, 2, 1024, 64, 64, 0.0}},
       {"small", {12, 768, 12, 50257, 1024, 1024, 0.1}},
-      {"124m", {12, 768, 12, 50257, 1024, 1024, 0.1}},
+      {"124m", {12, 768, 12, 50257, 1024, 1024, 0.1}},  // = small
       {"medium", {24, 1024, 16, 50257, 1024, 1024, 0.1}},
-      {"355m", {24, 1024, 16, 50257, 1024, 1024, 0.1}},
+      {"355m", {24, 1024, 16, 50257, 1024, 1024, 0.1}},  // = medium
       {"large", {36, 1280, 20, 50257, 1024, 1024, 0.1}},
-      {"774m", {36, 1280, 20, 50257, 1024, 1024, 0.1}},
+      {"774m", {36, 1280, 20, 50257, 1024, 1024, 0.1}},  // = large
       {"xl", {48, 1600, 25, 50257, 1024, 1024, 0.1}},
-      {"1.5b", {48, 1600, 25, 50257, 1024, 1024, 0.1}},
+      {"1.5b", {48, 1600, 25, 50257, 1024, 1024, 0.1}},  // = xl
   };
   return presets;
 }
 
-}  // namespace
-
-ZooModel describe_gpt2(const ModelSpec& spec) {
+Gpt2Config gpt2_config(const ModelSpec& spec) {
   spec.allow_only({"layers", "dim", "heads", "vocab", "ctx", "seq", "dropout"});
   Gpt2Config c = choose_preset(spec, gpt2_presets(), "tiny");
   c.layers = int_option(spec, "layers", c.layers);
@@ -278,6 +266,10 @@ ZooModel describe_gpt2(const ModelSpec& spec) {
     throw InputError(
         fmt::format("{}: gpt2: seq {} exceeds the context ctx {}", spec.origin, c.seq, c.ctx));
   }
+  return c;
+}
+
+ZooModel describe_gpt2(const Gpt2Config& c) {
   ZooModel m;
   m.description = fmt::format(
       "GPT-2 (Radford et al. 2019): {} layers, dim {}, {} heads, seq {}; LM head untied", c.layers,

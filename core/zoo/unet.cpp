@@ -24,7 +24,8 @@
 // enc{i}.conv{B-1} to dec{i}.conv0 (torchgpipe's portals carry them, Section 3.3.1). Options:
 // B= (>= 2), C= (even), image= (192, a multiple of 32), channels= (3), out= (1),
 // norm=batch|group (the executor's model, models/unet.hpp, offers GroupNorm for exact
-// micro-batching; the parameter count is the same).
+// micro-batching; the parameter count is the same). The config, its parser and the block list
+// (unet_blocks) are core/zoo/configs.hpp's, which models/unet.hpp builds from.
 //
 // Thread-safety: pure functions.
 #include "core/zoo/families.hpp"
@@ -33,94 +34,99 @@ namespace pipetwin::zoo {
 
 namespace {
 
-constexpr int kLevels = 5;
-
 double d(int64_t v) {
   return static_cast<double>(v);
 }
 
-struct Builder {
-  ZooModel& m;
-  int64_t size;  // image side at level 0
+// c_i = C * 2^i; c_{-1} = C / 2.
+int64_t level_channels(const UNetConfig& c, int i) {
+  return i < 0 ? c.channels / 2 : c.channels << i;
+}
 
-  int64_t side(int level) const { return size >> level; }
+}  // namespace
 
-  // One conv-BN-ReLU block at `level`; `extra_saved` / `input` cover a max-pool or a concat.
-  void block(const std::string& name, int level, int64_t c_in, int64_t c_out, double extra_saved,
-             double input) {
+UNetConfig unet_config(const ModelSpec& spec) {
+  reject_presets(spec);
+  spec.allow_only({"B", "C", "image", "channels", "out", "norm"});
+  UNetConfig c;
+  c.group_norm = group_norm_option(spec);
+  c.blocks = int_option(spec, "B", c.blocks, 2);
+  c.channels = int_option(spec, "C", c.channels, 2);
+  c.image = int_option(spec, "image", c.image);
+  c.in_channels = int_option(spec, "channels", c.in_channels);
+  c.out_channels = int_option(spec, "out", c.out_channels);
+  require_multiple(spec, "C", c.channels, "2", 2);
+  require_multiple(spec, "image", c.image, "2^5", int64_t{1} << kUNetLevels);
+  return c;
+}
+
+int64_t unet_segment_channels(const UNetConfig& c) {
+  return level_channels(c, -1);
+}
+
+std::vector<UNetBlock> unet_blocks(const UNetConfig& c) {
+  const int64_t B = c.blocks;
+  auto ch = [&c](int i) { return level_channels(c, i); };
+  std::vector<UNetBlock> blocks;
+  std::vector<int> skip_from(kUNetLevels);  // per level: the encoder's last block
+  for (int i = 0; i < kUNetLevels; ++i) {
+    for (int64_t j = 0; j < B; ++j) {
+      const int64_t in = j > 0 ? ch(i) : (i == 0 ? c.in_channels : ch(i - 1));
+      blocks.push_back({fmt::format("enc{}.conv{}", i, j), i, in, ch(i), j == 0 && i > 0, -1});
+    }
+    skip_from[static_cast<size_t>(i)] = static_cast<int>(blocks.size()) - 1;
+  }
+  for (int64_t j = 0; j < B; ++j) {
+    const int64_t in = j == 0 ? ch(kUNetLevels - 1) : ch(kUNetLevels);
+    const int64_t out = j + 1 == B ? ch(kUNetLevels - 1) : ch(kUNetLevels);
+    blocks.push_back({fmt::format("bottleneck.conv{}", j), kUNetLevels, in, out, j == 0, -1});
+  }
+  for (int i = kUNetLevels - 1; i >= 0; --i) {
+    for (int64_t j = 0; j < B; ++j) {
+      const int skip = j == 0 ? skip_from[static_cast<size_t>(i)] : -1;
+      blocks.push_back({fmt::format("dec{}.conv{}", i, j), i, j == 0 ? ch(i + 1) : ch(i - 1),
+                        ch(i - 1), false, skip});
+    }
+  }
+  return blocks;
+}
+
+ZooModel describe_unet(const UNetConfig& c) {
+  ZooModel m;
+  m.description = fmt::format("U-Net(B={}, C={}) as torchgpipe benchmarks it, input {} x {} x {}",
+                              c.blocks, c.channels, c.in_channels, c.image, c.image);
+  m.input_elems = d(c.in_channels * c.image * c.image);
+  auto side = [&c](int level) { return c.image >> level; };
+  auto area = [&](int level) { return d(side(level) * side(level)); };
+  for (const auto& b : unet_blocks(c)) {
     LayerAcc acc;
-    const ConvShape c{c_in, c_out, 3, 0, side(level), side(level), 1};
-    acc.conv_bn(c, true);
-    acc.saved += extra_saved;
+    const ConvShape conv{b.in, b.out, 3, 0, side(b.level), side(b.level), 1};
+    acc.conv_bn(conv, true);
+    double input = d(b.in) * area(b.level);
+    if (b.pool) {  // max-pools its input and keeps the pooling indices
+      acc.saved += d(b.in) * area(b.level);
+      input = d(b.in) * area(b.level - 1);
+    } else if (b.skip >= 0) {  // up-samples its input, concatenates the skip, keeps the concat
+      acc.saved += d(b.in) * area(b.level);
+      input = d(b.in / 2) * area(b.level + 1) + d(b.in / 2) * area(b.level);
+    }
     if (m.num_layers() > 0) {
       const int from = m.num_layers() - 1;
       m.edges.push_back({from, from + 1, m.layers.back().output_elems, false});
     }
-    m.layers.push_back(make_layer(name, "conv", acc, input, c.out_elems()));
-  }
-};
-
-}  // namespace
-
-ZooModel describe_unet(const ModelSpec& spec) {
-  reject_presets(spec);
-  spec.allow_only({"B", "C", "image", "channels", "out", "norm"});
-  const std::string norm = spec.has("norm") ? spec.args.at("norm") : "batch";
-  if (norm != "batch" && norm != "group") {
-    throw InputError(fmt::format("{}: unet: option norm must be batch or group (\"{}\" given)",
-                                 spec.origin, norm));
-  }
-  const int64_t B = int_option(spec, "B", 5, 2), C = int_option(spec, "C", 64, 2);
-  const int64_t image = int_option(spec, "image", 192);
-  const int64_t in_ch = int_option(spec, "channels", 3), out_ch = int_option(spec, "out", 1);
-  require_multiple(spec, "C", C, "2", 2);
-  require_multiple(spec, "image", image, "2^5", 32);
-  ZooModel m;
-  m.description = fmt::format("U-Net(B={}, C={}) as torchgpipe benchmarks it, input {} x {} x {}",
-                              B, C, in_ch, image, image);
-  m.input_elems = d(in_ch * image * image);
-  Builder b{m, image};
-  auto c = [C](int i) { return i < 0 ? C / 2 : C << i; };
-  auto area = [&](int level) { return d(b.side(level) * b.side(level)); };
-  std::vector<int> skip_from(kLevels);
-  for (int i = 0; i < kLevels; ++i) {
-    for (int64_t j = 0; j < B; ++j) {
-      const int64_t c_in = j > 0 ? c(i) : (i == 0 ? in_ch : c(i - 1));
-      // The first block of a lower level max-pools its input and keeps the pooling indices.
-      const double pooled = (j == 0 && i > 0) ? d(c_in) * area(i) : 0;
-      const double input =
-          j == 0 ? (i == 0 ? m.input_elems : d(c_in) * area(i - 1)) : d(c_in) * area(i);
-      b.block(fmt::format("enc{}.conv{}", i, j), i, c_in, c(i), pooled, input);
-    }
-    skip_from[static_cast<size_t>(i)] = m.num_layers() - 1;
-  }
-  for (int64_t j = 0; j < B; ++j) {
-    const int64_t c_in = j == 0 ? c(kLevels - 1) : c(kLevels);
-    const int64_t c_out = j + 1 == B ? c(kLevels - 1) : c(kLevels);
-    const double pooled = j == 0 ? d(c_in) * area(kLevels) : 0;
-    const double input = j == 0 ? d(c_in) * area(kLevels - 1) : d(c_in) * area(kLevels);
-    b.block(fmt::format("bottleneck.conv{}", j), kLevels, c_in, c_out, pooled, input);
-  }
-  for (int i = kLevels - 1; i >= 0; --i) {
-    for (int64_t j = 0; j < B; ++j) {
-      const int64_t c_in = j == 0 ? c(i + 1) : c(i - 1);
-      // The first block up-samples its input, concatenates the skip and keeps the concatenation.
-      const double concat = j == 0 ? d(c_in) * area(i) : 0;
-      const double input = j == 0 ? d(c(i)) * area(i + 1) + d(c(i)) * area(i) : d(c_in) * area(i);
-      b.block(fmt::format("dec{}.conv{}", i, j), i, c_in, c(i - 1), concat, input);
-      if (j == 0) {
-        const int from = skip_from[static_cast<size_t>(i)];
-        m.edges.push_back(
-            {from, m.num_layers() - 1, m.layers[static_cast<size_t>(from)].output_elems, false});
-      }
+    m.layers.push_back(make_layer(b.name, "conv", acc, input, conv.out_elems()));
+    if (b.skip >= 0) {
+      const double elems = m.layers[static_cast<size_t>(b.skip)].output_elems;
+      m.edges.push_back({b.skip, m.num_layers() - 1, elems, false});
     }
   }
   LayerAcc seg;  // 1x1 convolution, then a per-pixel loss
-  seg.params = c(-1) * out_ch;
+  seg.params = unet_segment_channels(c) * c.out_channels;
   seg.flops = 2.0 * d(seg.params) * area(0);
-  seg.saved = 2 * d(out_ch) * area(0);
+  seg.saved = 2 * d(c.out_channels) * area(0);
   m.edges.push_back({m.num_layers() - 1, m.num_layers(), m.layers.back().output_elems, false});
-  m.layers.push_back(make_layer("segment", "head", seg, d(c(-1)) * area(0), d(out_ch) * area(0)));
+  m.layers.push_back(make_layer("segment", "head", seg, d(unet_segment_channels(c)) * area(0),
+                                d(c.out_channels) * area(0)));
   return m;
 }
 

@@ -1,4 +1,5 @@
-// The zoo's dispatch (name -> family), its name list, and the helpers families share.
+// The zoo's dispatch (name -> family), its name lists, the option helpers (options.hpp) and the
+// layer helpers families share.
 #include <algorithm>
 #include <cctype>
 
@@ -31,6 +32,30 @@ bool is_resnet_alias(const std::string& family) {
                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
+std::vector<std::string> shared_families() {
+  return {"vit", "bert", "gpt2", "resnet", "unet", "mlp"};
+}
+
+std::vector<std::string> preset_models(const std::string& family) {
+  std::vector<std::string> names;
+  auto add = [&names](const std::string& prefix, const std::vector<std::string>& words) {
+    for (const auto& w : words) names.push_back(prefix + w);
+  };
+  if (family == "vit") {
+    add("vit:", preset_names(vit_presets()));
+  } else if (family == "bert") {
+    add("bert:", preset_names(bert_presets()));
+  } else if (family == "gpt2") {
+    add("gpt2:", preset_names(gpt2_presets()));
+  } else if (family == "resnet") {  // CIFAR depths are family aliases, ImageNet ones presets
+    names = {"resnet20", "resnet32", "resnet44", "resnet56", "resnet110"};
+    add("resnet:", preset_names(resnet_presets()));
+  } else {
+    names = {family};  // options only: unet, mlp
+  }
+  return names;
+}
+
 bool is_zoo_family(const ModelSpec& spec) {
   static const std::vector<std::string> families = {"vit",    "bert", "gpt2", "t5",
                                                     "resnet", "unet", "mlp",  "amoebanet"};
@@ -42,19 +67,19 @@ ZooModel describe_model(const ModelSpec& spec) {
   const std::string& f = spec.family;
   ZooModel m;
   if (f == "vit") {
-    m = describe_vit(spec);
+    m = describe_vit(vit_config(spec));
   } else if (f == "bert") {
-    m = describe_bert(spec);
+    m = describe_bert(bert_config(spec));
   } else if (f == "gpt2") {
-    m = describe_gpt2(spec);
+    m = describe_gpt2(gpt2_config(spec));
   } else if (f == "t5") {
     m = describe_t5(spec);
   } else if (f == "resnet" || is_resnet_alias(f)) {
-    m = describe_resnet(spec);
+    m = describe_resnet(resnet_config(spec));
   } else if (f == "mlp") {
-    m = describe_mlp(spec);
+    m = describe_mlp(mlp_config(spec));
   } else if (f == "unet") {
-    m = describe_unet(spec);
+    m = describe_unet(unet_config(spec));
   } else if (f == "amoebanet") {
     m = describe_amoebanet(spec);
   } else {
@@ -111,6 +136,15 @@ int64_t int_option2(const ModelSpec& spec, const std::string& key, const std::st
         fmt::format("{}: {}: give {} or {}, not both", spec.origin, spec.family, key, alias));
   }
   return int_option(spec, spec.has(alias) ? alias : key, fallback);
+}
+
+bool group_norm_option(const ModelSpec& spec) {
+  const std::string norm = spec.has("norm") ? spec.args.at("norm") : "batch";
+  if (norm != "batch" && norm != "group") {
+    throw InputError(fmt::format("{}: {}: option norm must be batch or group (\"{}\" given)",
+                                 spec.origin, spec.family, norm));
+  }
+  return norm == "group";
 }
 
 double dropout_option(const ModelSpec& spec, double fallback) {

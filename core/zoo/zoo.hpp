@@ -25,11 +25,11 @@
 //   - Transformer blocks are split into an attention and an MLP sub-layer, each its own layer,
 //     the granularity PipeTransformer's AutoPipe partitions at (Algorithm 1, line 7).
 //
-// Names (core/model_spec.hpp syntax) agree with the LibTorch zoo (models/zoo.hpp): every model
-// that zoo builds has a descriptor with the same layer list (names, order, kinds). Added here:
-//   vit:b16 | vit:l16 (= vit:base | vit:large)        gpt2:124m | 355m | 774m | 1.5b
-//   t5:small | base | large | 3b | 11b [,enc_seq=,dec_seq=]   resnet:50 | resnet:101 | resnet:152
-//   unet:B=,C= (torchgpipe)                            amoebanet:L=,F= (torchgpipe / GPipe)
+// Names (core/model_spec.hpp syntax) are one description with the LibTorch zoo (models/zoo.hpp):
+// the families both build (vit, bert, gpt2, resnet, unet, mlp) have one config, parser and
+// preset table (core/zoo/configs.hpp), and the LibTorch builders follow the descriptors' layer
+// lists (names, order, kinds, skip edges). Described here only:
+//   t5:small | base | large | 3b | 11b [,enc_seq=,dec_seq=]   amoebanet:L=,F= (torchgpipe / GPipe)
 //
 // Thread-safety: pure functions over value types.
 #pragma once
