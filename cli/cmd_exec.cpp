@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
+#include "exec/autocast.hpp"
 #include "exec/device.hpp"
 #include "exec/distributed.hpp"
 #include "exec/executor.hpp"
@@ -23,7 +24,7 @@ namespace {
 
 struct RunArgs {
   std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd", save_parameters,
-                                       device = "auto";
+                                       device = "auto", dtype;
   int iterations = 0, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   uint64_t seed = 1;
   double lr = 0.01, momentum = 0;
@@ -70,6 +71,7 @@ LocalJobResult relaunch_local_job(int nproc, int master_port,
 namespace {
 
 void run_run(const RunArgs& a) {
+  const exec::Precision precision = exec::parse_precision_flags(a.dtype, a.float64);
   if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
     const int status = relaunch_local(a.nproc, a.master_port);
     if (status != 0)
@@ -84,7 +86,8 @@ void run_run(const RunArgs& a) {
   o.optimizer.kind = a.optimizer;
   o.optimizer.lr = a.lr;
   o.optimizer.momentum = a.momentum;
-  o.float64 = a.float64;
+  o.float64 = precision.float64;
+  o.autocast = precision.autocast;
   o.threads_per_stage = a.threads;
   o.pin_threads = !a.no_pin;
   o.timeout = std::chrono::seconds(a.timeout_s);
@@ -96,6 +99,7 @@ void run_run(const RunArgs& a) {
   const exec::DistributedEnv env = exec::DistributedEnv::from_environment();
   // Between processes the stages exchange host tensors (c10d Gloo): "auto" means the CPU there.
   o.device = env.distributed() && a.device == "auto" ? "cpu" : exec::resolve_device(a.device);
+  exec::check_precision_device(precision, o.device);
   std::unique_ptr<exec::Distributed> dist;
   if (env.distributed()) dist = std::make_unique<exec::Distributed>(env, o.timeout);
   const exec::ExecResult r = exec::execute_plan(plan, o, dist.get());
@@ -120,7 +124,8 @@ void run_run(const RunArgs& a) {
 }
 
 struct ProfileArgs {
-  std::string model, output, device = "cpu", catalog_device, micro = "1,2,4,8", optimizer = "sgd";
+  std::string model, output, device = "cpu", catalog_device, micro = "1,2,4,8", optimizer = "sgd",
+                             dtype;
   int warmup = 2, repeats = 7, threads = 1;
   double momentum = 0;
   bool float64 = false, quiet = false, no_contention = false, no_cold = false;
@@ -133,6 +138,7 @@ std::string cold_heading(const Profile& p) {
 }
 
 void run_profile(const ProfileArgs& a) {
+  const exec::Precision precision = exec::parse_precision_flags(a.dtype, a.float64);
   exec::ProfileOptions o;
   o.micro_batches.clear();
   std::stringstream ss(a.micro);
@@ -150,7 +156,8 @@ void run_profile(const ProfileArgs& a) {
   o.warmup = a.warmup;
   o.repeats = a.repeats;
   o.threads = a.threads;
-  o.float64 = a.float64;
+  o.float64 = precision.float64;
+  o.autocast = precision.autocast;
   o.contention = !a.no_contention;
   if (a.no_cold) o.cold_pauses_s.clear();
   // --device cpu|cuda[:i] says where to measure; any other value is a catalog name (measured on
@@ -195,7 +202,10 @@ void add_exec_commands(CLI::App& app) {
   cmd->add_option("--optimizer", run->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", run->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", run->momentum, "SGD momentum")->capture_default_str();
-  cmd->add_flag("--float64", run->float64, "train in float64");
+  cmd->add_option("--dtype", run->dtype,
+                  "float32 (default), bfloat16 or float16 (autocast mixed precision over float32 "
+                  "weights; float16 with loss scaling, on CUDA), or float64");
+  cmd->add_flag("--float64", run->float64, "train in float64 (--dtype float64)");
   cmd->add_option("--device", run->device,
                   "auto, cpu, cuda (stages spread over the GPUs) or cuda:I (all on GPU I)")
       ->capture_default_str();
@@ -232,7 +242,10 @@ void add_exec_commands(CLI::App& app) {
   p->add_option("--optimizer", prof->optimizer, "sgd or adam (optimizer state and step time)")
       ->capture_default_str();
   p->add_option("--momentum", prof->momentum, "SGD momentum")->capture_default_str();
-  p->add_flag("--float64", prof->float64, "profile in float64");
+  p->add_option("--dtype", prof->dtype,
+                "float32 (default), bfloat16 or float16 (under autocast; float16 on CUDA), or "
+                "float64");
+  p->add_flag("--float64", prof->float64, "profile in float64 (--dtype float64)");
   p->add_flag("--no-contention", prof->no_contention,
               "skip measuring the slow-down under a co-runner on the second core");
   p->add_flag("--no-cold", prof->no_cold,

@@ -18,6 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "exec/autocast.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/distributed.hpp"
 #include "exec/elastic_policy.hpp"
@@ -34,6 +35,7 @@ struct TrainArgs {
   std::string freeze_interval = "1epoch", lambda_frozen = "1/6", freeze_rule = "eq1";
   std::string autocache = "auto", cache_dir, cache_spill_dir, cache_memory;
   std::string on_rank_loss = "stop";
+  std::string dtype;
   int max_restarts = 3;
   double alpha = 1.0 / 3.0;
   int epochs = 1, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
@@ -155,7 +157,10 @@ exec::TrainOptions train_options(const TrainArgs& a) {
   o.exec.optimizer.lr = a.lr;
   o.exec.optimizer.momentum = a.momentum;
   o.exec.optimizer.weight_decay = a.weight_decay;
-  o.exec.float64 = a.float64;
+  const exec::Precision precision = exec::parse_precision_flags(a.dtype, a.float64);
+  o.exec.float64 = precision.float64;
+  o.exec.autocast = precision.autocast;
+  exec::check_precision_device(precision, o.exec.device);
   o.exec.threads_per_stage = a.threads;
   o.exec.pin_threads = !a.no_pin;
   o.exec.timeout = std::chrono::seconds(a.timeout_s);
@@ -351,7 +356,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
   add_optimizer_options(cmd, a.get());
   add_elastic_options(cmd, a.get());
-  cmd->add_flag("--float64", a->float64, "train in float64");
+  cmd->add_option("--dtype", a->dtype,
+                  "float32 (default), bfloat16 (autocast mixed precision over float32 weights) or "
+                  "float64");
+  cmd->add_flag("--float64", a->float64, "train in float64 (--dtype float64)");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
       ->capture_default_str();
   cmd->add_flag("--no-pin", a->no_pin, "do not pin stage threads to cores");

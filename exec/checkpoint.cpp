@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "core/error.hpp"
+#include "exec/loss_scaler.hpp"
 #include "exec/stage.hpp"
 #include "models/layered_model.hpp"
 
@@ -53,6 +54,9 @@ Json stage_header(const StageState& st, std::vector<at::Tensor>& tensors) {
   j["stage"] = st.stage;
   j["layers"] = st.layers;
   j["optimizer_steps"] = st.optimizer_steps;
+  if (st.loss_scale > 0) {
+    j["loss_scaler"] = {{"scale", st.loss_scale}, {"growth_tracker", st.loss_scale_growth_tracker}};
+  }
   Json list = Json::array();
   for (const auto& t : st.tensors) {
     list.push_back({{"name", t.name},
@@ -85,6 +89,10 @@ StageState read_stage(const JsonView& j, const std::vector<at::Tensor>& tensors,
   st.stage = j.int32("stage");
   for (const auto& l : j.at("layers").items()) st.layers.push_back(l.as_int32());
   st.optimizer_steps = j.integer("optimizer_steps");
+  if (const auto ls = j.find("loss_scaler")) {
+    st.loss_scale = ls->positive("scale");
+    st.loss_scale_growth_tracker = ls->int32("growth_tracker");
+  }
   for (const auto& e : j.at("tensors").items()) {
     if (next >= tensors.size()) e.fail("more tensors listed than stored");
     NamedTensor t{e.string("name"), e.string("role"), tensors[next++]};
@@ -110,10 +118,10 @@ uint64_t fnv1a64(std::string_view bytes) {
   return h;
 }
 
-std::string plan_fingerprint(const Plan& plan, bool float64) {
+std::string plan_fingerprint(const Plan& plan, const std::string& precision) {
   std::string s =
       fmt::format("{}|{}|b{}|M{}|dp{}|{}|{}|", plan.model, plan.schedule, plan.batch_size,
-                  plan.chunks, plan.dp, checkpoint_name(plan.checkpoint), float64 ? "f64" : "f32");
+                  plan.chunks, plan.dp, checkpoint_name(plan.checkpoint), precision);
   for (const auto& st : plan.stages) {
     s += fmt::format("d{}:", st.device);
     for (int l : st.layers) s += fmt::format("{},", l);
@@ -136,6 +144,10 @@ StageState capture_stage(int replica, const StageRuntime& rt, const models::Laye
   st.layers = rt.spec().layers;
   const OptimizerState opt = rt.optimizer().export_state();
   st.optimizer_steps = opt.steps;
+  if (const LossScaler* scaler = rt.loss_scaler()) {
+    st.loss_scale = scaler->scale();
+    st.loss_scale_growth_tracker = scaler->growth_tracker();
+  }
   auto name = [&](const std::pair<int, std::string>& k) {
     return model.layers[static_cast<size_t>(k.first)].name + "." + k.second;
   };
@@ -209,6 +221,14 @@ void restore_stage(const StageState& state, StageRuntime& rt, const models::Laye
   }
   rt.load_state(p, b);
   rt.optimizer().import_state(opt, params.size());
+  LossScaler* scaler = rt.loss_scaler();
+  if ((scaler != nullptr) != (state.loss_scale > 0)) {
+    throw InputError(fmt::format("{}: stage {}: {}", origin, state.stage,
+                                 scaler ? "the run scales the loss (float16), the state has no "
+                                          "loss scaler"
+                                        : "the state has a loss scaler, the run scales no loss"));
+  }
+  if (scaler) scaler->restore(state.loss_scale, state.loss_scale_growth_tracker);
 }
 
 ManifestFile write_rank_file(const std::string& dir, const RankState& state) {

@@ -20,6 +20,7 @@
 //   {"format": "pipetwin.checkpoint.rank", "version": 1, "rank", "world", "step", "plan",
 //    "progress": {...the trainer's record: epoch position, learning rate, freeze trace, log...},
 //    "stages": [{"replica", "stage", "layers": [...], "optimizer_steps",
+//                "loss_scaler": {"scale", "growth_tracker"} (only where training scales the loss),
 //                "tensors": [{"name": "block0.mlp.fc1.weight", "role": "parameter",
 //                             "shape": [64, 16], "dtype": "Float"}, ...]}],
 //    "rng_state": i, "data_order": i or -1}
@@ -68,6 +69,9 @@ struct StageState {
   int replica = 0, stage = 0;
   std::vector<int> layers;
   int64_t optimizer_steps = 0;
+  // The stage's loss scaler (exec/loss_scaler.hpp); scale 0: training uses none.
+  double loss_scale = 0;
+  int loss_scale_growth_tracker = 0;
   std::vector<NamedTensor> tensors;
 };
 
@@ -97,8 +101,9 @@ struct Manifest {
 
 uint64_t fnv1a64(std::string_view bytes);
 // What must not change for a run to resume bit for bit: model, partition, schedule, M, DP width,
-// batch, recomputation, dtype, frozen layers. 16 hex digits.
-std::string plan_fingerprint(const Plan& plan, bool float64);
+// batch, recomputation, dtype (`precision`: exec/autocast.hpp precision_tag, "f32", "bf16" ...),
+// frozen layers. 16 hex digits.
+std::string plan_fingerprint(const Plan& plan, const std::string& precision);
 std::string rank_file_name(int64_t step, int rank);  // "step-00000012.rank1.pt"
 
 // Captures a runtime's current weights, buffers and optimizer state, named by model layer.

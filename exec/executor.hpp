@@ -23,6 +23,8 @@
 #include "core/metrics.hpp"
 #include "core/plan.hpp"
 #include "core/timeline.hpp"
+#include "exec/autocast.hpp"
+#include "exec/loss_scaler.hpp"
 #include "exec/optimizer.hpp"
 
 namespace pipetwin::exec {
@@ -34,6 +36,14 @@ struct ExecOptions {
   uint64_t seed = 1;   // model weights and synthetic data
   OptimizerConfig optimizer;
   bool float64 = false;
+  // Autocast mixed precision (exec/autocast.hpp): kBFloat16 or kHalf over float32 weights;
+  // Undefined: none. Excludes float64. kHalf needs a CUDA device and a synchronous schedule.
+  at::ScalarType autocast = at::ScalarType::Undefined;
+  // Dynamic loss scaling (exec/loss_scaler.hpp): always on with kHalf; tests may turn it on for
+  // other dtypes.
+  bool loss_scaling = false;
+  LossScalerConfig loss_scaler;
+  Precision precision() const { return {float64, autocast}; }
   // Where the stages run: "cpu", "cuda" (schedule devices spread over the visible GPUs; one GPU
   // hosts them all as stream sets) or "cuda:I" (all on GPU I). exec/device.hpp.
   std::string device = "cpu";

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include "exec/autocast.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
 
@@ -48,6 +49,8 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
                                const ProfileOptions& o, Device& device)
     : model_(model),
       device_(device),
+      autocast_(o.autocast),
+      autocast_device_(autocast_device_type(o.torch_device)),
       input_(model.synthetic_input(micro_batch, o.seed).to(device.torch_device())),
       target_(model.synthetic_target(micro_batch, o.seed).to(device.torch_device())) {
   for (auto& layer : model_.layers) {
@@ -99,8 +102,14 @@ void SequenceRunner::chain_layer(size_t l, Graph& g, Samples* times) {
   g.leaf[l] = l == 0 ? x : x.detach().requires_grad_(true);
   const int from = model_.layers[l].skip_from;
   if (from >= 0) g.skip[l] = g.y[static_cast<size_t>(from)].detach().requires_grad_(true);
-  g.y[l] = model_.layers[l].forward(g.leaf[l], g.skip[l]);
-  if (l + 1 == n) g.y[l] = model_.per_sample_loss(g.y[l], target_).sum();
+  {
+    // Each layer's forward is an autocast region of its own (a stage's forward is one): its
+    // weights are cast once per forward, as in the stage.
+    const AutocastGuard autocast(autocast_device_, autocast_,
+                                 autocast_ != at::ScalarType::Undefined);
+    g.y[l] = model_.layers[l].forward(g.leaf[l], g.skip[l]);
+  }
+  if (l + 1 == n) g.y[l] = model_.per_sample_loss(float32_if_reduced(g.y[l]), target_).sum();
   if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
 }
 

@@ -33,6 +33,8 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 
 #include "exec/device.hpp"
 #include "exec/optimizer.hpp"
@@ -102,6 +104,8 @@ class SequenceRunner {
 
   models::LayeredModel& model_;
   Device& device_;
+  at::ScalarType autocast_;          // Undefined: none (exec/autocast.hpp)
+  c10::DeviceType autocast_device_;  // whose autocast
   at::Tensor input_, target_;
   std::vector<Optimizer> optimizers_;
   std::vector<std::vector<at::Tensor>> out_;  // per layer, the copy the optimizer writes

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/profile_check.hpp"
+#include "exec/autocast.hpp"
 #include "exec/device.hpp"
 #include "exec/host.hpp"
 #include "exec/memory_tracker.hpp"
@@ -89,13 +90,16 @@ double gradient_bytes(const at::Tensor& input, const at::Tensor& skip,
 
 // Bytes of layer l's output and of what its forward keeps alive for backward (live bytes with
 // the graph alive, minus before), at the input x (and skip input `skip`, if it takes one).
+// Under `autocast` (Undefined: none) the forward runs in an autocast region on `where`.
 MemoryMeasure measure_memory(Device& device, models::LayeredModel& model, size_t l,
-                             const at::Tensor& x, const at::Tensor& skip,
-                             const at::Tensor& target) {
+                             const at::Tensor& x, const at::Tensor& skip, const at::Tensor& target,
+                             at::ScalarType autocast, const std::string& where) {
   auto& layer = model.layers[l];
   MemoryMeasure m;
+  const bool mixed = autocast != at::ScalarType::Undefined;
   {
     at::NoGradGuard no_grad;
+    const AutocastGuard guard(autocast_device_type(where), autocast, mixed);
     const at::Tensor y = layer.forward(x, skip);
     m.output_bytes = static_cast<double>(y.numel() * y.element_size());
   }
@@ -105,8 +109,13 @@ MemoryMeasure measure_memory(Device& device, models::LayeredModel& model, size_t
     const at::Tensor input = l == 0 ? x : x.detach().requires_grad_(true);
     const at::Tensor skip_input = skip.defined() ? skip.detach().requires_grad_(true) : skip;
     device.reset_peak();
-    at::Tensor out = layer.forward(input, skip_input);
-    if (l + 1 == model.layers.size()) out = model.per_sample_loss(out, target).sum();
+    at::Tensor out;
+    {
+      const AutocastGuard guard(autocast_device_type(where), autocast, mixed);
+      out = layer.forward(input, skip_input);
+    }
+    if (l + 1 == model.layers.size())
+      out = model.per_sample_loss(float32_if_reduced(out), target).sum();
     const int64_t after = device.live_bytes();
     m.saved_bytes = static_cast<double>(after - before);
     m.forward_workspace = static_cast<double>(device.peak_bytes() - std::max(before, after));
@@ -138,6 +147,9 @@ void check_options(const ProfileOptions& o) {
     }
   }
   o.optimizer.validate();
+  if (o.float64 && o.autocast != at::ScalarType::Undefined)
+    throw InputError("--dtype: float64 and autocast mixed precision exclude each other");
+  check_precision_device({o.float64, o.autocast}, o.torch_device);
 }
 
 void describe_layers(Profile& p, const models::LayeredModel& model, const ProfileOptions& o) {
@@ -224,13 +236,16 @@ void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b
   for (size_t l = 0; l < n; ++l) {
     const int from = model.layers[l].skip_from;
     const MemoryMeasure m = measure_memory(device, model, l, values.at(static_cast<int>(l) - 1),
-                                           from >= 0 ? values.at(from) : at::Tensor(), target);
+                                           from >= 0 ? values.at(from) : at::Tensor(), target,
+                                           o.autocast, o.torch_device);
     p.layers[l].output_bytes_per_sample = m.output_bytes / b;
     p.layers[l].saved_bytes_per_sample = std::max(0.0, m.saved_bytes) / b;
     p.layers[l].backward_bytes_per_sample = std::max(0.0, m.backward_bytes) / b;
     p.layers[l].forward_workspace_bytes_per_sample = std::max(0.0, m.forward_workspace) / b;
     p.layers[l].backward_workspace_bytes_per_sample = std::max(0.0, m.backward_workspace) / b;
     at::NoGradGuard no_grad;
+    const AutocastGuard guard(autocast_device_type(o.torch_device), o.autocast,
+                              o.autocast != at::ScalarType::Undefined);
     model.forward_layers({static_cast<int>(l)}, values);
   }
   // A model with cross-layer skip connections names its edges; each carries its producer's output.
@@ -314,6 +329,12 @@ std::string host_description() {
   return fmt::format("{}, {} usable core(s)", model, usable_cores());
 }
 
+// InputError where a layer of `model` cannot train under the CPU's autocast (exec/autocast.hpp).
+void check_cpu_autocast(models::LayeredModel& model, const ProfileOptions& o) {
+  if (o.autocast == at::ScalarType::Undefined || o.torch_device != "cpu") return;
+  check_cpu_autocast_trains(model, model.synthetic_input(1, o.seed), o.autocast);
+}
+
 // The catalog entry of the GPU `device` is (hardware/devices.json), for a profile measured there.
 std::string catalog_device(const Device& device) {
   if (!device.is_cuda()) return "cpu-core";
@@ -345,11 +366,12 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       MemoryTracker::ScopedDevice attribute(kProfileDevice);
       configure_compute_thread(o.threads, 0, o.pin);
       device->bind(0);
-      models::LayeredModel model =
-          models::build_model(name, o.float64 ? at::kDouble : at::kFloat, o.seed);
+      const Precision precision{o.float64, o.autocast};
+      models::LayeredModel model = models::build_model(name, weight_dtype(precision), o.seed);
       if (device->is_cuda()) model.to(device->torch_device());
+      check_cpu_autocast(model, o);
       p.model = model.name;
-      p.dtype = o.float64 ? "float64" : "float32";
+      p.dtype = precision_name(precision);
       p.source = "measured";
       p.notes = fmt::format(
           "pipetwin profile on {}: layers timed in sequence, median of {} passes after {} warm-up, "

@@ -55,6 +55,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/ScalarType.h>
+
 #include "core/profile.hpp"
 #include "exec/optimizer.hpp"
 
@@ -65,6 +67,9 @@ struct ProfileOptions {
   int warmup = 2;
   int repeats = 7;
   bool float64 = false;
+  // Autocast mixed precision (exec/autocast.hpp): kBFloat16 or kHalf; Undefined: none. The
+  // layers run under autocast, so their times and saved bytes are mixed precision's.
+  at::ScalarType autocast = at::ScalarType::Undefined;
   int threads = 1;
   bool pin = true;
   bool contention = true;  // measure contention factors (needs two usable cores, or a GPU)

@@ -6,16 +6,19 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/ScalarType.h>
 #include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
+#include "exec/autocast.hpp"
 #include "exec/board.hpp"
 #include "exec/c10d_transport.hpp"
 #include "exec/distributed.hpp"
 #include "exec/host.hpp"
 #include "exec/inprocess_transport.hpp"
+#include "exec/loss_scaler.hpp"
 #include "exec/memory_tracker.hpp"
 #include "exec/worker.hpp"
 #include "models/zoo.hpp"
@@ -102,16 +105,72 @@ void check_frozen_prefix(const Plan& plan, const models::LayeredModel& model) {
   }
 }
 
-// Output shape of every layer for one micro-batch, from a dry run without autograd.
-std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at::Tensor& input) {
+// Output shape and dtype of every layer for one micro-batch, from a dry run without autograd.
+// Under autocast the dry run runs in the CPU's autocast in bfloat16 (the one dtype LibTorch 1.13's
+// CPU autocast has), and what it produces in bfloat16 crosses stages in the run's autocast dtype;
+// senders cast to these dtypes (worker.cpp), so a GPU whose autocast lists an operation the CPU's
+// does not still puts on the wire what the receiver expects. For a GPU run, a layer this CPU cannot
+// run under autocast (check_cpu_autocast_trains) goes without it, and from there on every floating
+// output crosses in the autocast dtype.
+std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at::Tensor& input,
+                                           at::ScalarType autocast) {
   at::NoGradGuard no_grad;
+  const bool mixed = autocast != at::ScalarType::Undefined;
+  bool cpu_autocast = mixed;
   std::vector<at::Tensor> out;
   std::map<int, at::Tensor> values{{models::LayeredModel::kModelInput, input}};
   for (int l = 0; l < static_cast<int>(model.layers.size()); ++l) {
-    model.forward_layers({l}, values);
-    out.push_back(at::empty_like(values.at(l)));
+    try {
+      const AutocastGuard guard(at::kCPU, at::kBFloat16, cpu_autocast);
+      model.forward_layers({l}, values);
+    } catch (const std::exception&) {
+      if (!cpu_autocast) throw;
+      cpu_autocast = false;
+      model.forward_layers({l}, values);
+    }
+    const at::Tensor& y = values.at(l);
+    const bool reduced = mixed && (cpu_autocast ? y.scalar_type() == at::kBFloat16
+                                                : c10::isFloatingType(y.scalar_type()));
+    out.push_back(at::empty(y.sizes(), y.options().dtype(reduced ? autocast : y.scalar_type())));
   }
   return out;
+}
+
+// What a precision needs of the plan and the job (exec/autocast.hpp, exec/loss_scaler.hpp).
+void check_precision(const Plan& plan, const ExecOptions& opt, const PipelineShape& sh,
+                     bool distributed) {
+  const Precision p = opt.precision();
+  if (p.float64 && p.mixed())
+    throw InputError("--dtype: float64 and autocast mixed precision exclude each other");
+  if (p.mixed() && p.autocast != at::kBFloat16 && p.autocast != at::kHalf) {
+    throw InputError(fmt::format("--dtype: autocast to {} is not supported (bfloat16 or float16)",
+                                 c10::toString(p.autocast)));
+  }
+  check_precision_device(p, opt.device);
+  if (!opt.loss_scaling && p.autocast != at::kHalf) return;
+  opt.loss_scaler.validate();
+  // The stages must skip the same steps. In an asynchronous schedule they step at different
+  // times, each on gradients of micro-batches whose losses were scaled at different steps, and no
+  // point of the schedule finds them all between two steps: agreeing would put a barrier across
+  // the pipeline at every step, which is what these schedules exist to avoid.
+  if (schedule_info(plan.schedule).asynchronous) {
+    throw InputError(fmt::format(
+        "--dtype float16: schedule {} is asynchronous; dynamic loss scaling needs the stages to "
+        "skip the same steps, which only a synchronous schedule (naive, gpipe, 1f1b) gives",
+        plan.schedule));
+  }
+  // The vote is an in-process rendezvous at each stage's optimizer step: a device whose compute
+  // thread runs two stages would wait in the first stage's step for the second's.
+  if (distributed)
+    throw InputError(
+        "--dtype float16: loss scaling agrees within one process; run without --nproc");
+  for (int d = 0; d < sh.devices_per_replica; ++d) {
+    if (sh.stages_on(d).size() > 1) {
+      throw InputError(fmt::format(
+          "--dtype float16: device {} hosts {} stages; loss scaling needs one stage per device", d,
+          sh.stages_on(d).size()));
+    }
+  }
 }
 
 }  // namespace
@@ -137,7 +196,8 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
   at::set_num_threads(opt.threads_per_stage);
   const PlanContext ctx(plan, opt.iterations);
   shape_ = ctx.shape;
-  const at::ScalarType dtype = opt.float64 ? at::kDouble : at::kFloat;
+  check_precision(plan, opt, shape_, dist != nullptr);
+  const at::ScalarType dtype = weight_dtype(opt.precision());
   model_ = std::make_unique<models::LayeredModel>(models::build_model(plan.model, dtype, opt.seed));
   check_plan_matches_model(plan, *model_);
   check_edges_match_model(plan, *model_);
@@ -167,7 +227,10 @@ PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, Distr
     data_ = digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
   }
   data_->configure(plan.batch_size, plan.dp, plan.chunks);
-  like_ = layer_outputs_like(*model_, data_->example_input());
+  const bool on_cpu = autocast_device_type(opt.device) == at::kCPU;
+  if (opt.autocast != at::ScalarType::Undefined && on_cpu)
+    check_cpu_autocast_trains(*model_, data_->example_input(), opt.autocast);
+  like_ = layer_outputs_like(*model_, data_->example_input(), opt.autocast);
   build_runtimes(ctx);
 }
 
@@ -209,7 +272,7 @@ StageRuntime* PipelineSession::runtime(int replica, int stage) const {
 }
 
 void PipelineSession::build_runtimes(const PlanContext& ctx) {
-  const at::ScalarType dtype = options_.float64 ? at::kDouble : at::kFloat;
+  const at::ScalarType dtype = weight_dtype(options_.precision());
   for (int d = 0; d < devices(); ++d) {
     if (rank_of_device(d) != rank_) continue;
     devices_.at(d)->reset_peak();
@@ -233,6 +296,10 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       spec.frozen_layers = plan_.frozen_layers;
       // Replicas hold the same all-reduced gradients: replica 0's norms stand for all.
       spec.track_gradient_norms = options_.track_gradient_norms && spec.replica == 0;
+      spec.autocast = options_.autocast;
+      spec.autocast_device = autocast_device_type(options_.device);
+      spec.loss_scaling = options_.loss_scaling || options_.autocast == at::kHalf;
+      spec.loss_scaler = options_.loss_scaler;
       auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers,
                       where] {
         models::LayeredModel m = models::build_model(name, dtype, seed);
@@ -276,6 +343,11 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   shared.first_step = first_step;
   shared.rank = rank_;
   shared.fault = fault_;
+  std::unique_ptr<OverflowVote> vote;
+  if (!runtimes_.empty() && runtimes_.front()->loss_scaler()) {
+    vote = std::make_unique<OverflowVote>(static_cast<int>(runtimes_.size()), abort_);
+    shared.vote = vote.get();
+  }
   shared.on_step = [&](int, int, int step, double loss) {
     std::lock_guard<std::mutex> lock(loss_mu);
     result.step_loss_sum[static_cast<size_t>(step - first_step)] += loss;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "exec/autocast.hpp"
 #include "exec/stage_internal.hpp"
 #include "exec/stage_io.hpp"
 
@@ -48,6 +49,7 @@ StageRuntime::StageRuntime(StageSpec spec, LayerFactory factory, OptimizerConfig
     }
   }
   optimizer_.freeze_prefix(frozen_params);
+  if (spec_.loss_scaling) scaler_.emplace(spec_.loss_scaler);
   wire();
   for (size_t i = 0; i < first->params.size(); ++i) first->params[i].mutable_grad() = grads_[i];
   slots_[0] = std::move(first);
@@ -158,6 +160,8 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
   for (size_t k = 0; k < I; ++k) v[k] = m.inputs[k];
   if (f > 0) v[I + f - 1] = m.inputs[0];
   const bool graph = with_graph && f < n;
+  const AutocastGuard autocast(spec_.autocast_device, spec_.autocast,
+                               spec_.autocast != at::ScalarType::Undefined);
   std::unique_ptr<at::NoGradGuard> no_grad;
   if (!graph) {
     no_grad = std::make_unique<at::NoGradGuard>();
@@ -193,9 +197,10 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
   for (int o : out_value_) m.outs.push_back(v[static_cast<size_t>(o)]);
   m.loss = at::Tensor();
   if (spec_.last) {
-    const at::Tensor per_sample = loss_(v[I + n - 1], m.target);
+    const at::Tensor per_sample = loss_(float32_if_reduced(v[I + n - 1]), m.target);
     if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
     m.loss = per_sample.sum() * spec_.loss_scale;
+    if (scaler_) m.loss = m.loss * scaler_->scale();
   }
 }
 
@@ -227,7 +232,10 @@ std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<a
   std::vector<at::Tensor> outs;
   for (const auto& o : m->outs) outs.push_back(o.detach());
   if (keep_graph) {
-    if (spec_.last) loss_sum_ += (m->loss / spec_.loss_scale).item<double>();
+    if (spec_.last) {
+      const double scale = spec_.loss_scale * (scaler_ ? scaler_->scale() : 1.0);
+      loss_sum_ += (m->loss / scale).item<double>();
+    }
     m->graph_version = version;
     ++slot.refs;
   } else {
@@ -264,15 +272,25 @@ void StageRuntime::release(int version) {
   }
 }
 
-void StageRuntime::optimizer_step(int new_version) {
+bool StageRuntime::optimizer_step(int new_version, const std::function<bool(bool)>& agree) {
   if (new_version != current_ + 1) {
     throw std::runtime_error(
         fmt::format("stage {}: optimizer step to version {} but the stage is at "
                     "version {}",
                     spec_.stage, new_version, current_));
   }
+  bool skip = false;
+  if (scaler_) {
+    skip = scaler_->unscale(grads_);
+    if (agree) skip = agree(skip);
+    scaler_->update(skip);
+  }
   if (spec_.track_gradient_norms) record_gradient_norms();
   auto cur = slots_.at(current_);
+  if (skip) {
+    skip_step(*cur, new_version);
+    return false;
+  }
   // The simulator makes the same choice from the schedule (core/schedule/weight_versions.hpp).
   if (cur->refs == 0) {
     optimizer_.step(cur->params, grads_, cur->params);  // nothing else reads them: in place
@@ -290,6 +308,7 @@ void StageRuntime::optimizer_step(int new_version) {
     for (auto& g : grads_) g.zero_();
   }
   current_ = new_version;
+  return true;
 }
 
 void StageRuntime::begin_window(int64_t first_micro_batch) {
@@ -317,11 +336,13 @@ std::vector<at::Tensor> StageRuntime::infer(const std::vector<at::Tensor>& input
   for (auto& l : slot.layers) l.ptr()->eval();
   std::vector<at::Tensor> out;
   try {
+    const AutocastGuard autocast(spec_.autocast_device, spec_.autocast,
+                                 spec_.autocast != at::ScalarType::Undefined);
     std::vector<at::Tensor> v = inputs;
     v.resize(inputs.size() + slot.layers.size());
     forward_values(slot, v, 0);
     for (int o : out_value_) out.push_back(v[static_cast<size_t>(o)]);
-    if (spec_.last) out.push_back(v.back());
+    if (spec_.last) out.push_back(float32_if_reduced(v.back()));
   } catch (...) {
     for (auto& l : slot.layers) l.ptr()->train();
     throw;
@@ -419,6 +440,8 @@ at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x, int from, int to) 
                                        spec_.stage, from, to, frozen_));
   }
   at::NoGradGuard no_grad;
+  const AutocastGuard autocast(spec_.autocast_device, spec_.autocast,
+                               spec_.autocast != at::ScalarType::Undefined);
   frozen_passes_.resize(static_cast<size_t>(frozen_), 0);
   for (int l = from; l < to; ++l) {
     auto& layer = slot.layers[static_cast<size_t>(l)];
@@ -426,7 +449,9 @@ at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x, int from, int to) 
     frozen_passes_[static_cast<size_t>(l)] += x.size(0);
     x = layer.forward(x);
   }
-  return x;
+  // F_frozen's output in float32 also under autocast: what AutoCache stores and reads back (its
+  // slots are of the weights' dtype) is then what a miss computes, bit for bit.
+  return float32_if_reduced(x);
 }
 
 at::Tensor StageRuntime::frozen_forward(const at::Tensor& input, int from, int to) {

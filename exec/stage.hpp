@@ -42,6 +42,16 @@
 // only") runs inside forward(), and as nothing below it trains, its backward returns a zero input
 // gradient for the upstream stage's schedule.
 //
+// Mixed precision (exec/autocast.hpp): with StageSpec::autocast set, forward, recompute, infer and
+// the frozen prefix run their layers inside an autocast region of that dtype (on this thread,
+// cleared when they end); the last stage casts the model's output to float32 before the loss. The
+// outputs keep the dtype autocast gave them (a bfloat16 activation crosses the stage boundary at 2
+// bytes), and backward casts each received output gradient to its output's dtype. Weights,
+// gradients and optimizer state stay in the weights' dtype. With loss scaling (float16,
+// exec/loss_scaler.hpp) the last stage multiplies its loss by the scaler's scale, and
+// optimizer_step unscales the gradients, asks `agree` whether any stage overflowed, and skips the
+// update if one did (the version still advances, with the same weights).
+//
 // Gradient norms (the freeze algorithm's input, Equation 1): with track_gradient_norms, every
 // optimizer step records the squared L2 norm of each layer's gradient as the step applies it
 // (after the all-reduce); take_gradient_norms() hands them over between windows.
@@ -54,11 +64,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <torch/nn/modules/container/any.h>
 
+#include "exec/loss_scaler.hpp"
 #include "exec/optimizer.hpp"
 
 namespace pipetwin::exec {
@@ -83,6 +97,12 @@ struct StageSpec {
   int replica = 0;
   int frozen_layers = 0;              // model layers [0, frozen_layers) are frozen (see above)
   bool track_gradient_norms = false;  // record per-layer gradient norms at each optimizer step
+  // Autocast of forward and recompute (see above): kBFloat16 or kHalf on `autocast_device`
+  // (kCPU or kCUDA); Undefined: none.
+  at::ScalarType autocast = at::ScalarType::Undefined;
+  c10::DeviceType autocast_device = c10::DeviceType::CPU;
+  bool loss_scaling = false;  // dynamic loss scaling (exec/loss_scaler.hpp)
+  LossScalerConfig loss_scaler;
 };
 
 // "[32, 16]": a tensor's shape for messages.
@@ -114,7 +134,9 @@ class StageRuntime {
   // input).
   std::vector<at::Tensor> backward(int mb, int version, const std::vector<at::Tensor>& grad_outputs,
                                    const std::function<void(int layer)>& on_layer_done);
-  void optimizer_step(int new_version);
+  // With loss scaling, `agree` gets whether this stage's gradients overflowed and returns
+  // whether any stage's did (null: this stage alone decides). Returns whether it updated.
+  bool optimizer_step(int new_version, const std::function<bool(bool)>& agree = nullptr);
   // Untimed forwards of `inputs` holding `graphs` graphs at once, then their backwards; the
   // gradients are discarded (executor warm-up).
   void warm_up(const std::vector<at::Tensor>& inputs, const at::Tensor& target, int graphs = 1);
@@ -151,6 +173,9 @@ class StageRuntime {
   // Copies values into the current version's parameters and buffers (same order and shapes as
   // parameters() / buffers(); std::invalid_argument otherwise).
   void load_state(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& buffers);
+  // The loss scaler (null without loss scaling).
+  const LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
   const Optimizer& optimizer() const { return optimizer_; }
   Optimizer& optimizer() { return optimizer_; }
   // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage).
@@ -175,11 +200,13 @@ class StageRuntime {
   at::Tensor run_frozen(Slot& slot, at::Tensor x, int from = 0, int to = -1);
   void record_gradient_norms();
   void release(int version);
+  void skip_step(Slot& cur, int new_version);
 
   StageSpec spec_;
   LayerFactory factory_;
   Optimizer optimizer_;
   LossFn loss_;
+  std::optional<LossScaler> scaler_;
   std::map<int, std::shared_ptr<Slot>> slots_;  // by version
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;

@@ -1,5 +1,5 @@
 // StageRuntime's backward half: back-propagation of a micro-batch (whole stage or layer by
-// layer) and the warm-up (stage.hpp).
+// layer), the warm-up, and an optimizer step skipped by the loss scaler (stage.hpp).
 #include <algorithm>
 
 #include <ATen/ATen.h>
@@ -59,7 +59,8 @@ std::vector<at::Tensor> StageRuntime::backprop(MicroBatch& m,
     for (size_t k = 0; k < m.outs.size(); ++k) {
       if (grad_outputs[k].defined() && m.outs[k].requires_grad()) {
         roots.push_back(m.outs[k]);
-        seeds.push_back(grad_outputs[k]);
+        // Under autocast a gradient arrives in the dtype its activation crossed in (stage.hpp).
+        seeds.push_back(grad_outputs[k].to(m.outs[k].scalar_type()));
       }
     }
     // Nothing requires a gradient when every layer of the stage is frozen.
@@ -106,7 +107,7 @@ std::vector<at::Tensor> StageRuntime::backprop_by_layer(
     }
     if (g[I + j].defined() && m.ys[i].requires_grad()) {
       roots.push_back(m.ys[i]);
-      seeds.push_back(g[I + j]);
+      seeds.push_back(g[I + j].to(m.ys[i].scalar_type()));
     }
     if (!roots.empty()) torch::autograd::backward(roots, seeds);
     for (int side : {0, 1}) {
@@ -143,6 +144,25 @@ void StageRuntime::warm_up(const std::vector<at::Tensor>& inputs, const at::Tens
   const auto live = buffers();
   for (size_t i = 0; i < live.size(); ++i) live[i].copy_(saved_buffers[i]);
   loss_sum_ = 0;
+}
+
+// A step that overflowed (GradScaler skips optimizer.step()): version new_version holds the same
+// weights, the optimizer state stays, the gradients are dropped.
+void StageRuntime::skip_step(Slot& cur, int new_version) {
+  at::NoGradGuard no_grad;
+  auto held = slots_.at(current_);
+  if (cur.refs == 0) {
+    slots_.erase(current_);
+    held->version = new_version;
+    slots_[new_version] = held;
+  } else {
+    auto next = new_slot();
+    for (size_t i = 0; i < next->params.size(); ++i) next->params[i].copy_(cur.params[i]);
+    next->version = new_version;
+    slots_[new_version] = next;
+  }
+  for (auto& g : grads_) g.zero_();
+  current_ = new_version;
 }
 
 }  // namespace pipetwin::exec

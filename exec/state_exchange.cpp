@@ -42,7 +42,11 @@ Json header_of(const StageState& st) {
                     {"shape", t.value.sizes().vec()},
                     {"dtype", std::string(c10::toString(t.value.scalar_type()))}});
   }
-  return {{"stage", st.stage}, {"optimizer_steps", st.optimizer_steps}, {"tensors", list}};
+  return {{"stage", st.stage},
+          {"optimizer_steps", st.optimizer_steps},
+          {"loss_scale", st.loss_scale},
+          {"loss_scale_growth_tracker", st.loss_scale_growth_tracker},
+          {"tensors", list}};
 }
 
 // Stage `stage`'s state, sent by `owner` (which passes `mine`) to every rank.
@@ -58,6 +62,8 @@ StageState broadcast_stage(Distributed& dist, int owner, const StageState* mine)
   StageState st;
   st.stage = h.at("stage").get<int>();
   st.optimizer_steps = h.at("optimizer_steps").get<int64_t>();
+  st.loss_scale = h.at("loss_scale").get<double>();
+  st.loss_scale_growth_tracker = h.at("loss_scale_growth_tracker").get<int>();
   // One flat buffer per dtype, the tensors in header order.
   std::map<std::string, std::vector<size_t>> by_dtype;
   const auto& list = h.at("tensors");

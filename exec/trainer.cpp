@@ -1,4 +1,5 @@
 #include "exec/trainer.hpp"
+#include "exec/autocast.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -84,7 +85,8 @@ Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
         plan.schedule, spe));
   }
   session_ = std::make_unique<PipelineSession>(plan_, session_options(), dist_, data_->train);
-  fingerprint_ = initial_fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
+  fingerprint_ = initial_fingerprint_ =
+      plan_fingerprint(plan_, precision_tag(options_.exec.precision()));
   if (!options_.checkpoint_dir.empty()) {
     std::filesystem::create_directories(options_.checkpoint_dir);
     if (!options_.resume && read_manifest(options_.checkpoint_dir)) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "exec/autocast.hpp"
 #include "exec/distributed.hpp"
 #include "exec/fault.hpp"
 #include "exec/session.hpp"
@@ -28,7 +29,7 @@ void Trainer::replace_session(const Plan& plan) {
   session_ = std::move(next);
   session_warm_ = false;
   plan_ = plan;
-  fingerprint_ = plan_fingerprint(plan_, options_.exec.float64);
+  fingerprint_ = plan_fingerprint(plan_, precision_tag(options_.exec.precision()));
 }
 
 void Trainer::collect_gradient_norms(int64_t steps) {
@@ -86,7 +87,7 @@ void Trainer::agree_on_position(const Plan& next) const {
   // with rank 0 on it and on the plan they are about to build.
   if (!dist_) return;
   const Progress& p = *progress_;
-  const uint64_t fp = fnv1a64(plan_fingerprint(next, options_.exec.float64));
+  const uint64_t fp = fnv1a64(plan_fingerprint(next, precision_tag(options_.exec.precision())));
   const std::vector<double> mine = {static_cast<double>(p.step),
                                     static_cast<double>(p.epoch),
                                     static_cast<double>(p.epoch_sample),

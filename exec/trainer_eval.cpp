@@ -65,7 +65,8 @@ void Trainer::evaluate(double sums[4]) {
       for (const auto& [from, to] : graph.edges()) {
         if (from != s || on_this_rank(to)) continue;
         std::vector<at::Tensor> bundle;
-        for (int p : graph.tensors(s, to)) bundle.push_back(values.at(p));
+        for (int p : graph.tensors(s, to))
+          bundle.push_back(values.at(p).to(session.value_like(p).scalar_type()));
         session.transport().send(pack_bundle(bundle), dev, session.device_of(0, to), tag(s, to));
       }
       if (!rt->spec().last) continue;

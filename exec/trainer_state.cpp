@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "exec/autocast.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/distributed.hpp"
 #include "exec/session.hpp"
@@ -342,7 +343,7 @@ std::optional<Plan> Trainer::resumed_plan(const Manifest& m, const RankState& st
         origin, m.plan, fingerprint_, initial));
   }
   Plan p = plan_from_json(v.at("plan"));
-  const std::string fp = plan_fingerprint(p, options_.exec.float64);
+  const std::string fp = plan_fingerprint(p, precision_tag(options_.exec.precision()));
   if (fp != m.plan) {
     v.at("plan").fail(fmt::format("fingerprint \"{}\", but the manifest says \"{}\"", fp, m.plan));
   }

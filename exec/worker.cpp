@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -226,7 +227,15 @@ void DeviceWorker::execute(int id) {
       break;
     case Op::kOptimizerStep: {
       StageRuntime* st = stages_.at(a.stage);
-      st->optimizer_step(a.version);
+      // With loss scaling the step waits for every stage's overflow vote (exec/loss_scaler.hpp):
+      // the timeline counts that wait as the step's time.
+      std::function<bool(bool)> agree;
+      if (shared_.vote) {
+        OverflowVote* vote = shared_.vote;
+        const int64_t step = a.step;
+        agree = [vote, step](bool found_inf) { return vote->vote(step, found_inf); };
+      }
+      st->optimizer_step(a.version, agree);
       if (shared_.on_step)
         shared_.on_step(id_, a.stage, shared_.first_step + a.step,
                         st->spec().last ? st->take_loss_sum() : 0);
@@ -331,8 +340,9 @@ void DeviceWorker::forward(const Action& a) {
   for (const auto& e : sh.edges) {
     if (e.from != a.stage) continue;
     std::vector<at::Tensor> bundle;
+    // On the wire in the dtype the receiver expects (autocast: session.cpp, layer_outputs_like).
     for (int p : shared_.graph->tensors(a.stage, e.to))
-      bundle.push_back(outs.at(index_in(spec.outputs, p)));
+      bundle.push_back(outs.at(index_in(spec.outputs, p)).to(shared_.value_like(p).scalar_type()));
     put({Slot::kOutput, a.stage, a.micro_batch, e.to}, std::move(bundle));
   }
 }
@@ -363,7 +373,7 @@ void DeviceWorker::backward(int id, const Action& a) {
     if (e.to != a.stage) continue;
     std::vector<at::Tensor> bundle;
     for (int p : shared_.graph->tensors(e.from, a.stage))
-      bundle.push_back(grads.at(index_in(spec.inputs, p)));
+      bundle.push_back(grads.at(index_in(spec.inputs, p)).to(shared_.value_like(p).scalar_type()));
     put({Slot::kInputGrad, a.stage, a.micro_batch, e.from}, std::move(bundle));
   }
 }

@@ -37,6 +37,7 @@
 #include "exec/data.hpp"
 #include "exec/device.hpp"
 #include "exec/fault.hpp"
+#include "exec/loss_scaler.hpp"
 #include "exec/stage.hpp"
 #include "exec/stage_io.hpp"
 #include "exec/transport.hpp"
@@ -85,6 +86,8 @@ struct WorkerShared {
   int first_step = 0;
   int rank = 0;  // this process's rank (fault injection)
   Fault fault;   // PIPETWIN_FAULT, parsed once by the caller
+  // With loss scaling: where the stages agree whether a step overflowed (exec/loss_scaler.hpp).
+  OverflowVote* vote = nullptr;
 };
 
 class DeviceWorker {

@@ -2,7 +2,7 @@
 // exec/ alike).
 //
 // Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else uses
-// the stable C++ API that both provide. Three differences:
+// the stable C++ API that both provide. Four differences:
 //
 // Allocator (exec/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier in 2.3,
 // and copy_data became pure virtual.
@@ -19,10 +19,19 @@
 // way — send, recv, broadcast, allreduce and barrier have the same signatures on both classes —
 // as PIPETWIN_C10D_GROUP, declared by the header PIPETWIN_C10D_GROUP_HEADER names.
 //
-// Thread-safety: constants and a pure function.
+// Autocast (exec/autocast.hpp): 1.13 has one switch and one lower-precision dtype per device kind
+// (at::autocast::set_enabled / set_autocast_gpu_dtype for CUDA, set_cpu_enabled /
+// set_autocast_cpu_dtype for the CPU); 2.4 made them functions of the device type
+// (set_autocast_enabled(at::DeviceType, bool), set_autocast_dtype(at::DeviceType, dtype)) and
+// deprecated the old names. autocast_state() and set_autocast_state() read and set both, for the
+// CPU or CUDA, on the calling thread (autocast state is thread-local).
+//
+// Thread-safety: constants and pure functions; the autocast functions touch only the calling
+// thread's state.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
@@ -59,5 +68,36 @@ inline at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, cons
   TORCH_CHECK(false, "fused attention needs LibTorch 2.x (built against ", TORCH_VERSION, ")");
 #endif
 }
+
+// Whether autocast is on for `device` (CPU or CUDA) on this thread, and its lower-precision dtype.
+struct AutocastState {
+  bool enabled = false;
+  at::ScalarType dtype = at::kBFloat16;
+};
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+inline AutocastState autocast_state(at::DeviceType device) {
+  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
+}
+inline void set_autocast_state(at::DeviceType device, const AutocastState& s) {
+  at::autocast::set_autocast_dtype(device, s.dtype);
+  at::autocast::set_autocast_enabled(device, s.enabled);
+}
+#else
+inline AutocastState autocast_state(at::DeviceType device) {
+  if (device == at::kCUDA)
+    return {at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
+  return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()};
+}
+inline void set_autocast_state(at::DeviceType device, const AutocastState& s) {
+  if (device == at::kCUDA) {
+    at::autocast::set_autocast_gpu_dtype(s.dtype);
+    at::autocast::set_enabled(s.enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(s.dtype);
+    at::autocast::set_cpu_enabled(s.enabled);
+  }
+}
+#endif
 
 }  // namespace pipetwin::models

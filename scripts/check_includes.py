@@ -20,6 +20,10 @@ RULES = [
     (r"\bc10::(NoGradGuard|AutoGradMode|GradMode)\b", ["c10/core/GradMode.h", "ATen/core/grad_mode.h"]),
     (r"\btorch::(NoGradGuard|AutoGradMode)\b", ["torch/utils.h", "torch/torch.h", "torch/all.h"]),
     (r"\bfmt::join\b", ["fmt/ranges.h"]),
+    # Autocast's switches (models/torch_compat.hpp adapts their 1.13 and 2.x names): neither
+    # <ATen/ATen.h> nor <torch/torch.h> declares them in 2.x.
+    (r"\bat::autocast::", ["ATen/autocast_mode.h"]),
+    (r"\bc10::(promoteTypes|isFloatingType)\b", ["c10/core/ScalarType.h"]),
 ]
 FOLDERS = ["core", "sim", "exec", "models", "cli", "tests", "bench", "fuzz"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
