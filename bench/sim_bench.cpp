@@ -1,4 +1,4 @@
-// Simulator speed (issue "Foundation": >= 10M actions simulated per second per core).
+// Simulator speed (target: >= 10M actions simulated per second per core).
 //
 //   BM_Engine_GPipeDP_K8_M32   the discrete-event engine alone re-running one K=8, M=32 GPipe +
 //                              data-parallel (dp=4) iteration: the figure the README reports

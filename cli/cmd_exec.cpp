@@ -23,7 +23,7 @@ namespace pipetwin::cli {
 namespace {
 
 struct RunArgs {
-  std::string plan, timeline, metrics, data = "synthetic", optimizer = "sgd", save_parameters,
+  std::string plan, timeline, metrics, data = "synthetic", optimizer, save_parameters,
                                        device = "auto", dtype;
   int iterations = 0, nproc = 1, master_port = 0, threads = 1, timeout_s = 120;
   uint64_t seed = 1;
@@ -70,16 +70,19 @@ LocalJobResult relaunch_local_job(int nproc, int master_port,
 
 namespace {
 
-void run_run(const RunArgs& a) {
-  const exec::Precision precision = exec::parse_precision_flags(a.dtype, a.float64);
-  if (a.nproc > 1 && std::getenv("RANK") == nullptr) {
-    const int status = relaunch_local(a.nproc, a.master_port);
+void run_run(const RunArgs& given) {
+  exec::parse_precision_flags(given.dtype, given.float64);  // a bad flag before anything runs
+  if (given.nproc > 1 && std::getenv("RANK") == nullptr) {
+    const int status = relaunch_local(given.nproc, given.master_port);
     if (status != 0)
       throw InputError(
-          fmt::format("run: the {}-process job failed (exit status {})", a.nproc, status));
+          fmt::format("run: the {}-process job failed (exit status {})", given.nproc, status));
     return;
   }
-  const Plan plan = load_plan(a.plan);
+  const Plan plan = load_plan(given.plan);
+  RunArgs a = given;
+  plan_training_defaults(plan.profile, a.dtype, a.float64, a.optimizer, a.momentum);
+  const exec::Precision precision = exec::parse_precision_flags(a.dtype, a.float64);
   exec::ExecOptions o;
   o.iterations = a.iterations;
   o.seed = a.seed;
@@ -199,7 +202,8 @@ void add_exec_commands(CLI::App& app) {
   cmd->add_option("--metrics", run->metrics, "write the measured metrics JSON here");
   cmd->add_option("--data", run->data, "synthetic, digits or digits-tokens")->capture_default_str();
   cmd->add_option("--seed", run->seed, "weights and data seed")->capture_default_str();
-  cmd->add_option("--optimizer", run->optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--optimizer", run->optimizer,
+                  "sgd or adam (default: the optimizer the plan's profile is for, else sgd)");
   cmd->add_option("--lr", run->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", run->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--dtype", run->dtype,

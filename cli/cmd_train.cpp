@@ -1,6 +1,6 @@
 // `pipetwin train`: a training run of a plan over epochs, with a per-epoch log, atomic
 // checkpoints and resume (exec/trainer.hpp). Without --elastic it is PipeTransformer's baseline
-// mode (issue 4): the plan's pipeline and data parallelism, no freezing. With --elastic it is
+// mode: the plan's pipeline and data parallelism, no freezing. With --elastic it is
 // PipeTransformer live (exec/elastic_policy.hpp): at every freeze step (--freeze-interval N
 // epochs or N steps) Equation 1 with rate --alpha on the measured gradient norms, then AutoPipe
 // (lambda_frozen --lambda-frozen, Equation 2 compression, M from [K, 6K]) and AutoDP; and
@@ -29,7 +29,7 @@ namespace pipetwin::cli {
 namespace {
 
 struct TrainArgs {
-  std::string plan, data = "digits", optimizer = "sgd", log, epoch_log, freeze_trace;
+  std::string plan, data = "digits", optimizer, log, epoch_log, freeze_trace;
   std::string checkpoint_dir, checkpoint_every;
   bool elastic = false;
   std::string freeze_interval = "1epoch", lambda_frozen = "1/6", freeze_rule = "eq1";
@@ -153,7 +153,7 @@ std::optional<exec::ElasticOptions> elastic_options(const TrainArgs& a) {
 exec::TrainOptions train_options(const TrainArgs& a) {
   exec::TrainOptions o;
   o.exec.seed = a.seed;
-  o.exec.optimizer.kind = a.optimizer;
+  o.exec.optimizer.kind = a.optimizer.empty() ? "sgd" : a.optimizer;
   o.exec.optimizer.lr = a.lr;
   o.exec.optimizer.momentum = a.momentum;
   o.exec.optimizer.weight_decay = a.weight_decay;
@@ -241,8 +241,12 @@ void run_train(const TrainArgs& a) {
   require_positive("--timeout", a.timeout_s);
   require_positive("--nproc", a.nproc);
   check_rank_loss_flags(a);
-  const exec::TrainOptions o = train_options(a);
+  train_options(a);  // bad flags before anything runs
   const Plan plan = load_plan(a.plan);
+  TrainArgs with_plan = a;
+  plan_training_defaults(plan.profile, with_plan.dtype, with_plan.float64, with_plan.optimizer,
+                         with_plan.momentum);
+  const exec::TrainOptions o = train_options(with_plan);
   // The elastic policy checks the plan (transformer layers, one stage per device) before any
   // process starts.
   if (o.elastic) exec::ElasticPolicy(plan, *o.elastic);
@@ -275,7 +279,8 @@ void run_train(const TrainArgs& a) {
 
 // The optimizer and its learning-rate schedule.
 void add_optimizer_options(CLI::App* cmd, TrainArgs* a) {
-  cmd->add_option("--optimizer", a->optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer,
+                  "sgd or adam (default: the optimizer the plan's profile is for, else sgd)");
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a->weight_decay, "L2 weight decay")->capture_default_str();

@@ -49,6 +49,13 @@ LocalJobResult relaunch_local_job(int nproc, int master_port,
 void add_precision_options(CLI::App* cmd, ResolveOptions* options);
 void check_precision_options(const ResolveOptions& options);
 
+// What `run` and `train` take from the plan when their flag is not given: the profile's dtype
+// (a plan made for bfloat16 runs under bfloat16 autocast; float32 is the default anyway) and the
+// optimizer its memory and step times are for ("momentum": SGD with momentum 0.9 unless
+// --momentum says otherwise); otherwise plain SGD.
+void plan_training_defaults(const Profile& profile, std::string& dtype, bool float64,
+                            std::string& optimizer, double& momentum);
+
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);
 

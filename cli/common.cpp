@@ -25,6 +25,16 @@ void check_precision_options(const ResolveOptions& options) {
   if (!options.optimizer.empty()) parse_optimizer(options.optimizer, "--optimizer");
 }
 
+void plan_training_defaults(const Profile& profile, std::string& dtype, bool float64,
+                            std::string& optimizer, double& momentum) {
+  if (dtype.empty() && !float64 && profile.dtype != "float32" && profile.dtype != "tfloat32") {
+    dtype = profile.dtype;
+  }
+  if (!optimizer.empty()) return;
+  optimizer = profile.optimizer == "adam" ? "adam" : "sgd";
+  if (profile.optimizer == "momentum" && momentum == 0) momentum = 0.9;
+}
+
 Catalog load_catalog(const std::string& dir) {
   return Catalog::load(dir.empty() ? Catalog::default_dir() : dir);
 }

@@ -1,6 +1,6 @@
 // ActivationStore: AutoCache live — the machine's cache of F_frozen outputs, keyed by sample id
 // and shared by every process (pipeline replica) on the machine (PipeTransformer Section 3.4,
-// Figure 8, Appendix D.1 and E; issue 4, "Executor", AutoCache).
+// Figure 8, Appendix D.1 and E: AutoCache).
 //
 // Section 3.4: "The cache must be shared across processes in real time, as creating and warming
 // up a dedicated cache for each model replica slow down the training. This is achieved by

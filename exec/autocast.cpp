@@ -25,7 +25,7 @@ Precision parse_precision(const std::string& text, const std::string& flag) {
     p.autocast = at::kHalf;
   } else {
     throw InputError(fmt::format(
-        "{}: \"{}\" is not a dtype (float32, bfloat16, float16 or float64)", flag, text));
+        "{}: unknown dtype \"{}\" (known: float32, bfloat16, float16, float64)", flag, text));
   }
   return p;
 }

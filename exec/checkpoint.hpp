@@ -1,6 +1,5 @@
-// Checkpoint files: the complete training state of a run, crash-safe (issue 4: "the executor
-// checkpoints this state atomically so a killed run resumes where it was"; issue 7: "never
-// leaves a corrupt checkpoint").
+// Checkpoint files: the complete training state of a run, crash-safe: written atomically so a
+// killed run resumes where it was, and never left corrupt.
 //
 // A checkpoint folder holds, per checkpoint, one file per rank and one manifest:
 //   step-00000012.rank0.pt, step-00000012.rank1.pt, ...   each rank's state

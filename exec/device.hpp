@@ -1,6 +1,6 @@
 // Device: the hardware one schedule device (or the profiler) runs on — where its tensors live,
 // which stream each of its threads issues work to, how that work is timed, and how many bytes it
-// holds. The executor's workers and the profiler talk to this interface alone (DESIGN "platform
+// holds. The executor's workers and the profiler talk to this interface alone (docs/design.md "Platform
 // behind an interface"); make_device() picks the implementation:
 //
 //   CpuDevice   host memory; a thread's work runs as it is issued, so a mark is the steady

@@ -1,5 +1,5 @@
-// Fault injection: how tests make the executor fail on purpose (issue 7, "Faults in the
-// executor"), read from one place: the environment variable PIPETWIN_FAULT.
+// Fault injection: how tests make the executor fail on purpose (faults in the
+// executor), read from one place: the environment variable PIPETWIN_FAULT.
 //
 // Two spellings:
 //   MODE@KEY=V[,KEY=V...]            e.g. "throw@step=3,rank=1", "kill@checkpoint=4,rank=0",

@@ -373,6 +373,10 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       p.model = model.name;
       p.dtype = precision_name(precision);
       p.source = "measured";
+      // The rule the optimizer figures are for, as core/precision.hpp names it.
+      p.optimizer = o.optimizer.kind == "adam" ? "adam"
+                    : o.optimizer.momentum > 0 ? "momentum"
+                                               : "sgd";
       p.notes = fmt::format(
           "pipetwin profile on {}: layers timed in sequence, median of {} passes after {} warm-up, "
           "{} intra-op thread(s); contention {}",

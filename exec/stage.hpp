@@ -29,7 +29,7 @@
 // buffers, optimizer, load_state) serve checkpoints and re-planning; they too are for use between
 // schedules.
 //
-// Frozen layers (PipeTransformer Section 3.1; issue 4): model layers below StageSpec::frozen_layers
+// Frozen layers (PipeTransformer Section 3.1): model layers below StageSpec::frozen_layers
 // are frozen. Since freezing is bottom-up they are a prefix of the stage's layers. They run
 // forward only — without autograd and in eval mode (no dropout; BatchNorm on its running
 // statistics, which stay as they were), so their output is a function of the sample alone, as

@@ -1,6 +1,6 @@
 // State exchange: every layer's state, from the rank that holds it to every rank, for a re-plan
 // (PipeTransformer Section 3.3, AutoDP: "newly activated processes must be consistent with
-// existing pipelines in ... weights and optimizer states"; issue 4).
+// existing pipelines in ... weights and optimizer states").
 //
 // Before a transition, stage s of the old plan lives on the rank hosting replica 0's device of
 // s (replicas hold equal copies); every rank knows that owner from the old plan. The owner

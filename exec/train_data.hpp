@@ -1,5 +1,5 @@
 // TrainData: what a training run reads — a training split walked epoch by epoch in a seeded
-// order, and a held-out split for evaluation (issue 4: "loss/accuracy" per epoch).
+// order, and a held-out split for evaluation (loss and accuracy per epoch).
 //
 // digits / digits-tokens: the sklearn digits images (models/dataset.hpp). Sample i is held out
 // when i % 5 == 4 (360 of 1797 samples; the file lists the classes in turn, so every class keeps

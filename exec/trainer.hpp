@@ -1,6 +1,6 @@
 // Trainer: a training run of a plan over epochs — the executor side of `pipetwin train`
-// (issue 4, baseline mode: "the same model with Pipe + DDP and no freezing", with its per-epoch
-// log, freeze trace and atomic checkpoints so a killed run resumes; issue 7, faults).
+// (PipeTransformer's baseline mode: the same model with Pipe + DDP and no freezing), with its
+// per-epoch log, freeze trace and atomic checkpoints so a killed run resumes, and its faults.
 //
 // The trainer keeps one PipelineSession (exec/session.hpp) for the whole run, so weights and
 // optimizer state live in the stage runtimes from step to step, and runs the plan's schedule
@@ -46,7 +46,7 @@
 // rank file, the policy re-plans AutoDP for the devices left, and each layer's state is restored
 // by name into the new plan (trainer_fewer_ranks.cpp). Any other change of world is refused.
 //
-// Elastic training (PipeTransformer, issue 4): with TrainOptions::elastic the trainer owns an
+// Elastic training (PipeTransformer): with TrainOptions::elastic the trainer owns an
 // ElasticPolicy (exec/elastic_policy.hpp). The stage runtimes record every optimizer step's
 // per-layer gradient norms; after each window the trainer sums them over the ranks and feeds
 // the policy; at the policy's freeze steps (epoch ends, or every `interval` steps) Equation 1

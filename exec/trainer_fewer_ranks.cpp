@@ -1,5 +1,5 @@
 // Trainer: resuming an elastic run on fewer ranks than wrote its checkpoint — "continue with
-// fewer replicas" after a rank is lost (issue 7; `pipetwin train --on-rank-loss continue`,
+// fewer replicas" after a rank is lost (`pipetwin train --on-rank-loss continue`,
 // exec/trainer.hpp "Fewer ranks").
 //
 // The lost rank's file is in the checkpoint (every rank wrote one before the manifest named

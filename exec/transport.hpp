@@ -1,6 +1,6 @@
 // Transport: how tensors move between the executor's devices.
 //
-// The executor talks to one interface (DESIGN "platform behind an interface"): point-to-point
+// The executor talks to one interface (docs/design.md "Platform behind an interface"): point-to-point
 // send/recv between global schedule devices, identified by a tag unique per message, and a sum
 // all-reduce among the devices that hold replicas of one stage. Implementations:
 //   InProcessTransport  devices are threads of this process: mailboxes and a rendezvous

@@ -1,4 +1,4 @@
-// The readers pipetwin's fuzz targets drive (issue "Reliability"), by format name.
+// The readers pipetwin's fuzz targets drive, by format name.
 //
 // Each reader feeds bytes to one of pipetwin's loaders exactly as a file would be read: JSON
 // text through parse_json_text, then the format's loader, then the cheap derived objects a

@@ -1,6 +1,6 @@
 // The synthetic model on LibTorch: the executor-side twin of core/synthetic.hpp, so executor
-// timings can be checked against the simulator's closed forms (DESIGN "Command line": the
-// synthetic model "exists in both engines").
+// timings can be checked against the simulator's closed forms (the synthetic model
+// exists in both engines).
 //
 //   uniform:layers=L,fwd_ms=f,bwd_ms=b,recompute_ms=r,overhead_ms=o,act_kb=a,param_kb=p,...
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs (issue "Reliability"), each in its own build folder:
+# Sanitizer runs, each in its own build folder:
 #   asan  build-fuzz/ (clang; build-asan/ with gcc where clang is missing): every suite without
 #         LibTorch (core, sim, CLI) under AddressSanitizer + UndefinedBehaviorSanitizer; any
 #         report fails the run.

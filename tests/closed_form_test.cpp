@@ -1,4 +1,4 @@
-// The simulator against closed forms (issue "Foundation", Must show): K equal stages of forward
+// The simulator against closed forms: K equal stages of forward
 // f and backward b, free transfers unless stated.
 #include <gtest/gtest.h>
 

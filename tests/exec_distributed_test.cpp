@@ -1,5 +1,5 @@
-// Multi-process runs over c10d Gloo on 127.0.0.1 (issue "Executor", Must show): `pipetwin run
-// --nproc N` gives the weights of single-process training, also for a Mixed-pipe plan (issue 5),
+// Multi-process runs over c10d Gloo on 127.0.0.1: `pipetwin run
+// --nproc N` gives the weights of single-process training, also for a Mixed-pipe plan,
 // and a rank that dies or stops answering ends the job with an error on every rank within a
 // bounded time.
 #include <gmock/gmock.h>

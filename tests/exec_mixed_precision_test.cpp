@@ -342,7 +342,7 @@ TEST_F(DtypeCli, UnknownDtypeAndCpuFloat16AreOneLineAndWriteNothing) {
   testing::expect_refused(
       fmt::format("{}/pipetwin run --plan {} --iterations 1 --metrics {} ", bin, plan, metrics),
       {{"--dtype float8",
-        "--dtype: \"float8\" is not a dtype (float32, bfloat16, float16 or float64)"},
+        "--dtype: unknown dtype \"float8\" (known: float32, bfloat16, float16, float64)"},
        {"--dtype float16", "--dtype float16: float16 autocast needs --device cuda"},
        {"--dtype float16 --device cpu", "--dtype float16: float16 autocast needs --device cuda"},
        {"--dtype bfloat16 --float64", "--float64: means --dtype float64, but --dtype is bfloat16"}},
@@ -351,13 +351,13 @@ TEST_F(DtypeCli, UnknownDtypeAndCpuFloat16AreOneLineAndWriteNothing) {
   const std::string profile = (dir_ / "p.json").string();
   testing::expect_refused(
       fmt::format("{}/pipetwin profile --model mlp:layers=2,width=8,input=4 -o {} ", bin, profile),
-      {{"--dtype float8", "--dtype: \"float8\" is not a dtype"},
+      {{"--dtype float8", "--dtype: unknown dtype \"float8\""},
        {"--dtype float16", "float16 autocast needs --device cuda"}});
   EXPECT_FALSE(std::filesystem::exists(profile));
   const std::string log = (dir_ / "log.jsonl").string();
   testing::expect_refused(
       fmt::format("{}/pipetwin train --plan {} --log {} --data synthetic ", bin, plan, log),
-      {{"--dtype float8", "--dtype: \"float8\" is not a dtype"},
+      {{"--dtype float8", "--dtype: unknown dtype \"float8\""},
        {"--dtype float16", "float16 autocast needs --device cuda"}});
   EXPECT_FALSE(std::filesystem::exists(log));
 }
@@ -375,6 +375,29 @@ TEST_F(DtypeCli, RunAndProfileInBfloat16) {
                   bin, profile));
   ASSERT_EQ(prof.status, 0) << prof.output;
   EXPECT_THAT(test::read_text(profile), HasSubstr("\"dtype\": \"bfloat16\""));
+}
+
+TEST_F(DtypeCli, RunTakesTheDtypeAndOptimizerThePlanIsFor) {
+  // A plan made for bfloat16 and Adam (`plan --dtype bfloat16 --optimizer adam` records both in
+  // its profile) runs so without flags: the same losses as an explicit --dtype bfloat16
+  // --optimizer adam, other losses than float32 SGD.
+  Plan p = exec_plan(ExecSpec{});
+  p.profile.dtype = "bfloat16";
+  p.profile.optimizer = "adam";
+  const std::string plan = testing::write_plan(p, dir_);
+  const std::string bin = PIPETWIN_BINARY_DIR;
+  const auto losses = [&](const std::string& flags) {
+    const auto r = testing::sh(fmt::format("{}/pipetwin run --plan {} --iterations 3 --no-pin {}",
+                                           bin, plan, flags));
+    EXPECT_EQ(r.status, 0) << r.output;
+    const size_t at = r.output.find("loss per step:");
+    return at == std::string::npos ? std::string() : r.output.substr(at);
+  };
+  const std::string implied = losses("");
+  ASSERT_FALSE(implied.empty());
+  EXPECT_EQ(implied, losses("--dtype bfloat16 --optimizer adam"));
+  EXPECT_NE(implied, losses("--dtype float32 --optimizer adam"));
+  EXPECT_NE(implied, losses("--dtype bfloat16 --optimizer sgd"));
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ TEST(Profiler, LayersSizesAndBytesMatchTheModel) {
   EXPECT_DOUBLE_EQ(p.layers[1].param_bytes, (64 * 64 + 64) * 4);
   EXPECT_DOUBLE_EQ(p.layers[2].param_bytes, (64 * 10 + 10) * 4);
   EXPECT_DOUBLE_EQ(p.layers[1].optimizer_bytes, p.layers[1].param_bytes);  // one momentum buffer
+  EXPECT_EQ(p.optimizer, "momentum");  // what core/precision.hpp rescales from
   EXPECT_DOUBLE_EQ(p.layers[0].output_bytes_per_sample, 64 * 4);
   EXPECT_DOUBLE_EQ(p.layers[2].output_bytes_per_sample, 10 * 4);
   for (const auto& l : p.layers) {

@@ -1,6 +1,6 @@
-// Cross-layer skip connections in the executor (issue 5: "a tensor that skips stages travels once,
-// straight from producer to consumer (torchgpipe's portals), in both engines"; "the executor must
-// run every partition this issue produces"). The model is the U-Net of models/unet.hpp at test
+// Cross-layer skip connections in the executor (a tensor that skips stages travels once,
+// straight from producer to consumer, as torchgpipe's portals carry it, in both engines; the
+// executor runs every partition the partitioners produce). The model is the U-Net of models/unet.hpp at test
 // size: 23 layers, encoder level i's last block (layer 2i + 1) feeding decoder block 20 - 2i.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The training loop (exec/trainer.hpp; issue 4, baseline mode): windows of a long run change no
+// The training loop (exec/trainer.hpp, baseline mode): windows of a long run change no
 // arithmetic, the per-epoch log and the freeze trace say what happened, loss falls and held-out
 // accuracy rises on the digits, and the elastic hook carries weights and optimizer state into a
 // new partition.

@@ -1,4 +1,4 @@
-// The executor against single-process training (issue "Executor", Must show: correctness):
+// The executor against single-process training (correctness):
 // synchronous schedules give the weights of plain mini-batch SGD; asynchronous schedules use
 // exactly the weight versions their schedule declares; in-process data parallelism equals
 // training on the global batch.
@@ -105,8 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, AsyncUsesDeclaredVersions,
                                                               "ftpipe-async"),
                                             ::testing::Values(1, 2)));
 
-// Mixed-pipe plans (FTPipe Section 4.1; issue 5: "the executor must run every partition this
-// issue produces"). Five stages on three devices: stages 0 and 1 share device 0 (a local hand-over,
+// Mixed-pipe plans (FTPipe Section 4.1: the executor runs every partition the partitioners
+// produce). Five stages on three devices: stages 0 and 1 share device 0 (a local hand-over,
 // no transfer), stage 1 feeds device 2 (not device 0's neighbour), stage 2 feeds device 1 (a lower
 // one), stage 3 returns to device 0, which so hosts three stages.
 const std::vector<int> kMixedDevices{0, 0, 2, 1, 0};

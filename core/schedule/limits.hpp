@@ -1,5 +1,5 @@
-// Resource limits of schedules (issue "Reliability", "Resource limits": "a simulation or sweep
-// asked to do something enormous (10^9 actions) refuses up front with an estimate").
+// Resource limits of schedules: a simulation or sweep asked to do something enormous (10^9
+// actions) refuses up front with an estimate.
 //
 // Every consumer of a schedule (simulator, sweep, planner, executor) holds all of its actions in
 // memory, about 260 bytes each once compiled and simulated (measured: GPipe K=8, M=10^4, 10
