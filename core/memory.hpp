@@ -1,9 +1,12 @@
 // Peak memory per device, read off a schedule.
 //
-// Every memory event is a compute action, and a device runs its compute actions in list order,
-// so walking each device's list gives its exact memory curve without any timing: the simulator
-// reports it, the planner refuses plans that exceed a device with it, and tests compare it with
-// the executor's measured peak.
+// What a device keeps alive at every action — inputs and graphs of the micro-batches in flight,
+// tensors received ahead of their use, stashed weight versions — is the liveness walk's
+// (core/schedule/liveness.hpp, the one rule the executor follows too); this module adds their
+// bytes. Every memory event is a compute action, and a device runs its compute actions in list
+// order, so walking each device's list gives its exact memory curve without any timing: the
+// simulator reports it, the planner refuses plans that exceed a device with it, and tests compare
+// it with the executor's measured peak.
 //
 //   static       parameters + gradients + optimizer state (+ frozen layers, cost_model.hpp)
 //   Forward      + the stage input kept for backward, + the saved activations unless the
@@ -19,24 +22,20 @@
 //                CPU about 4x a convolution's weights, about 1x with AVX-512), less the saved
 //                activations already released; cost_model.hpp); after it: - input and
 //                saved activations of the micro-batch
-//   stashing     + one copy of the stage's parameters per extra weight version still referenced
-//                by a micro-batch in flight (PipeDream keeps K - k + 1 versions on stage k)
+//   stashing     + one copy of the stage's parameters per weight version alive besides the
+//                current one (pinned by a micro-batch in flight: PipeDream keeps K - k + 1
+//                versions on stage k)
 //   received     + a tensor from another device from the earliest point it can arrive until the
-//                compute that consumes it: receive streams (the executor's, like torchgpipe's
-//                copy streams) take a tensor as soon as its sender has it, so a fast next stage
-//                can hand a device all M output gradients of a GPipe step before its first
-//                backward. "Earliest" is read off the lists, without timing: right after the
-//                last action of this device that the sender's compute has consumed the output of
-//                (one hop; see earliest_sends in memory.cpp), an upper bound on what a run holds.
+//                compute that consumes it (the walk's one-hop estimate, an upper bound on what a
+//                run holds: a fast next stage can hand a device all M output gradients of a GPipe
+//                step before its first backward).
 //
 // Checked against the executor's measured peak (tests/exec_memory_test.cpp, every schedule on
 // mlp, vit:tiny and bert:tiny) within 10% on every device. Left out: the input gradient a backward
 // produces while it waits for its Send (after the backward the device holds less anyway), the
 // targets of the last stage, and the host-side data a loader keeps.
 //
-// The walk runs once per sweep point, so it keeps its counts in flat arrays (per stage of the
-// device, per weight version 0..iterations) and updates the number of alive versions as
-// micro-batches enter and leave, instead of recounting maps at every action.
+// The walk runs once per sweep point; the liveness cursor keeps its counts in flat arrays.
 //
 // Thread-safety: pure function.
 #pragma once

@@ -1,18 +1,15 @@
 // Which optimizer steps write a new weight version beside the old one.
 //
-// PipeDream's weight stashing (EPFL report, Section "PipeDream"; PipeDream Section 3.3) keeps the
-// weights a micro-batch's forward used until its backward. When a stage steps while micro-batches
-// whose graphs were built on the current version are still in flight, the update cannot overwrite
-// that version: it writes the new one into a buffer of its own (a third stream through memory:
-// old weights, gradients, new weights). Otherwise nothing reads the old weights again and the step
-// is in place, as in GPipe and 1F1B. The executor makes this choice as it runs (exec/stage.cpp,
+// PipeDream's weight stashing (EPFL report Section 2.4; PipeDream Section 3.3) keeps the weights a
+// micro-batch will still read until it has read them. When a stage steps while the version it
+// replaces is pinned by a micro-batch in flight, the update cannot overwrite that version: it
+// writes the new one into a buffer of its own (a third stream through memory: old weights,
+// gradients, new weights). Otherwise nothing reads the old weights again and the step is in place,
+// as in GPipe and 1F1B. The executor makes this choice as it runs (exec/stage.cpp,
 // optimizer_step: a version's references are its micro-batches in flight); this module makes the
 // same choice from the schedule alone, so the simulator charges each step what the executor does.
-//
-// References, as the executor counts them: a forward that keeps its graph (the micro-batch is not
-// recomputed on that stage) references the version it read; a recompute moves the micro-batch's
-// reference to the version it reads; its backward drops it. The walk follows each device's compute
-// stream, whose order the executor keeps.
+// Which micro-batch pins which version, and until when, is the liveness walk's rule
+// (core/schedule/liveness.hpp); this module only reads it at each step.
 //
 // Thread-safety: a pure function of an immutable CompiledSchedule.
 #pragma once
@@ -24,7 +21,7 @@
 namespace pipetwin {
 
 // Per action id: 1 for an OptimizerStep that writes a new weight version while the version it
-// replaces is still referenced, 0 for every other action.
+// replaces is still pinned, 0 for every other action.
 std::vector<char> steps_writing_new_version(const CompiledSchedule& cs);
 
 }  // namespace pipetwin
