@@ -17,7 +17,7 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 
-#include "exec/host.hpp"
+#include "exec/platform/host.hpp"
 #include "models/zoo.hpp"
 
 namespace {

@@ -9,14 +9,14 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "exec/autocast.hpp"
-#include "exec/device.hpp"
-#include "exec/distributed.hpp"
-#include "exec/executor.hpp"
-#include "exec/host.hpp"
-#include "exec/launcher.hpp"
-#include "exec/profiler.hpp"
-#include "exec/tensor_io.hpp"
+#include "exec/platform/device.hpp"
+#include "exec/platform/distributed.hpp"
+#include "exec/platform/host.hpp"
+#include "exec/platform/launcher.hpp"
+#include "exec/platform/tensor_io.hpp"
+#include "exec/profile/profiler.hpp"
+#include "exec/runtime/autocast.hpp"
+#include "exec/runtime/executor.hpp"
 
 namespace pipetwin::cli {
 
@@ -165,7 +165,7 @@ void run_profile(const ProfileArgs& a) {
   if (a.no_cold) o.cold_pauses_s.clear();
   // --device cpu|cuda[:i] says where to measure; any other value is a catalog name (measured on
   // the CPU), as before GPUs were supported. The catalog name recorded: --catalog-device, else
-  // the profiler's own choice (cpu-core, or the GPU's entry: exec/profiler.cpp).
+  // the profiler's own choice (cpu-core, or the GPU's entry: exec/profile/profiler.cpp).
   const bool where = a.device == "cpu" || a.device.rfind("cuda", 0) == 0;
   o.torch_device = where ? a.device : "cpu";
   o.device = !a.catalog_device.empty() ? a.catalog_device : where ? "" : a.device;
@@ -193,7 +193,7 @@ void run_profile(const ProfileArgs& a) {
 }  // namespace
 
 void add_exec_commands(CLI::App& app) {
-  exec::tune_malloc();  // before any thread allocates (exec/host.hpp)
+  exec::tune_malloc();  // before any thread allocates (exec/platform/host.hpp)
   auto run = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a plan for real with LibTorch and measure it");
   cmd->add_option("--plan", run->plan, "plan JSON")->required();

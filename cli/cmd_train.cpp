@@ -1,11 +1,11 @@
 // `pipetwin train`: a training run of a plan over epochs, with a per-epoch log, atomic
-// checkpoints and resume (exec/trainer.hpp). Without --elastic it is PipeTransformer's baseline
-// mode: the plan's pipeline and data parallelism, no freezing. With --elastic it is
-// PipeTransformer live (exec/elastic_policy.hpp): at every freeze step (--freeze-interval N
+// checkpoints and resume (exec/train/trainer.hpp). Without --elastic it is PipeTransformer's
+// baseline mode: the plan's pipeline and data parallelism, no freezing. With --elastic it is
+// PipeTransformer live (exec/train/elastic_policy.hpp): at every freeze step (--freeze-interval N
 // epochs or N steps) Equation 1 with rate --alpha on the measured gradient norms, then AutoPipe
 // (lambda_frozen --lambda-frozen, Equation 2 compression, M from [K, 6K]) and AutoDP; and
 // AutoCache (--autocache auto|on|off, --cache-dir, --cache-spill-dir, --cache-memory;
-// exec/activation_store.hpp).
+// exec/runtime/activation_store.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -18,11 +18,11 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "exec/autocast.hpp"
-#include "exec/checkpoint.hpp"
-#include "exec/distributed.hpp"
-#include "exec/elastic_policy.hpp"
-#include "exec/trainer.hpp"
+#include "exec/platform/distributed.hpp"
+#include "exec/runtime/autocast.hpp"
+#include "exec/train/checkpoint.hpp"
+#include "exec/train/elastic_policy.hpp"
+#include "exec/train/trainer.hpp"
 
 namespace pipetwin::cli {
 
@@ -188,9 +188,9 @@ exec::TrainOptions train_options(const TrainArgs& a) {
 // peers fail their next collective within --timeout and exit with the error); with "continue"
 // the launcher then starts the job again without the lost ranks, resuming the last checkpoint:
 // the trainer re-plans the elastic run for the devices that are left (AutoDP with fewer
-// replicas, exec/trainer.hpp "fewer ranks"). Like torchelastic, the work since that checkpoint
-// is done again. Only a rank that died by a signal counts as lost: a rank that raised an error
-// would raise it again.
+// replicas, exec/train/trainer.hpp "fewer ranks"). Like torchelastic, the work since that
+// checkpoint is done again. Only a rank that died by a signal counts as lost: a rank that raised an
+// error would raise it again.
 void check_rank_loss_flags(const TrainArgs& a) {
   if (a.on_rank_loss != "stop" && a.on_rank_loss != "continue") {
     throw InputError(

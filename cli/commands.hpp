@@ -35,7 +35,7 @@ void add_train_command(CLI::App& app);
 // Starts this command line (less --nproc) on `nproc` local processes; the job's exit status.
 int relaunch_local(int nproc, int master_port);
 // The same with `extra` arguments appended; the job's status and the ranks it lost
-// (exec/launcher.hpp).
+// (exec/platform/launcher.hpp).
 struct LocalJobResult {
   int status = 0;
   std::vector<int> lost;

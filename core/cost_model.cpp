@@ -231,7 +231,7 @@ double CostModel::layer_backward_peak(int l, double b, bool stage_output, double
   // Layer l's own output (among its saved activations in the profile) is gone too by the time
   // its input gradient is formed: the next layer released it with its saved input, or l's
   // backward with l's own saved output (a ReLU's). The stage output stays: the stage keeps it
-  // until its backward ends (exec/stage.hpp).
+  // until its backward ends (exec/runtime/stage.hpp).
   const double own_output = stage_output ? 0.0 : out_grad;
   // The workspace (Profile's backward_workspace_bytes_per_sample, measured with the output
   // gradient held: the gradients between the layer's operators, oneDNN's weight-gradient buffers)
@@ -261,7 +261,8 @@ double CostModel::backward_working_bytes(const std::vector<int>& layers, double 
   double waiting = 0;
   // The gradients received for the stage's other outputs (a U-Net encoder stage sends its levels
   // to the decoder's stage): they arrive as one bundle with the last layer's, which the stage
-  // holds until its backward ends (exec/stage_io.hpp); the last layer's own is counted below.
+  // holds until its backward ends (exec/runtime/stage_io.hpp); the last layer's own is counted
+  // below.
   if (!order.empty()) {
     // Per (producer, reader layer): an upper bound. Readers of one producer on one stage send
     // back one gradient (stage edges carry a tensor once, model_graph.hpp), but while a

@@ -5,7 +5,7 @@
 // Section 3.3). Partitioners and the schedule's transfer sizes read the graph: the bytes a stage
 // sends to another stage are the sum over the tensors that cross from one to the other — a
 // layer's output travels once to each stage that reads it, however many of that stage's layers
-// read it (exec/stage_io.hpp) — and a tensor that skips stages travels once, straight from
+// read it (exec/runtime/stage_io.hpp) — and a tensor that skips stages travels once, straight from
 // producer to consumer (torchgpipe's portals).
 //
 // Thread-safety: immutable after construction; concurrent reads are safe.

@@ -4,7 +4,7 @@
 
 A tensor goes from one stage thread to another through three waits: the producing action ends
 and the stage's send stream wakes and posts it; the receiver's recv stream wakes and copies it;
-the receiver's compute stream wakes and starts the consuming action (exec/worker.hpp). The
+the receiver's compute stream wakes and starts the consuming action (exec/runtime/worker.hpp). The
 simulator charges a transfer latency + bytes / bandwidth, once per hand-off (send and recv run
 side by side). This script measures what that latency is for real: it runs GPipe with K=2, M=8
 on the MLP (layers of ~0.1 ms, 1 KiB per sample between stages, so the bandwidth term is a few

@@ -20,7 +20,7 @@ core_slowdown carries the per-core speeds of the moment.
 
 On a GPU (--device cuda, a build against a CUDA LibTorch): the profile is measured there with CUDA
 events, the plan is for --cluster (say h100-1gpu: the K stages are stream sets of one GPU), and the
-run places every stage on the GPU (exec/device.hpp).
+run places every stage on the GPU (exec/platform/device.hpp).
 
 Usage: experiments/validate_executor.py [--pipetwin build/pipetwin] [--out DIR]
        [--device cpu|cuda] [--cluster local-cpu-2]

@@ -9,9 +9,9 @@
 // connections ACROSS layers, as U-Net has (torchgpipe Section 3.3.1, "skip connections"): a layer
 // with skip_from = j >= 0 takes a second input, the output of the earlier layer j, and its module's
 // forward maps (x, skip) to one tensor. Then several tensors may cross one stage boundary and a
-// tensor may cross several stages on its way (exec/stage_io.hpp). The model's graph, edges(), has
-// the chain edges i-1 -> i and the skip edges j -> i. The layer names are those of the matching
-// profile (core/profile.hpp), so a plan's layer indices address the same layers here.
+// tensor may cross several stages on its way (exec/runtime/stage_io.hpp). The model's graph,
+// edges(), has the chain edges i-1 -> i and the skip edges j -> i. The layer names are those of the
+// matching profile (core/profile.hpp), so a plan's layer indices address the same layers here.
 //
 // Besides the layers, a model knows its task and the shape of one sample, so it can make
 // deterministic synthetic batches and compute a per-sample loss: an executor sums the per-sample

@@ -4,8 +4,8 @@
 // Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else uses
 // the stable C++ API that both provide. Four differences:
 //
-// Allocator (exec/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier in 2.3,
-// and copy_data became pure virtual.
+// Allocator (exec/platform/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier
+// in 2.3, and copy_data became pure virtual.
 //
 // Attention (models/layers.cpp): LibTorch 2.x has a fused scaled_dot_product_attention (flash /
 // memory-efficient kernels on GPU) that 1.13 lacks. kHasFusedAttention says whether
@@ -13,14 +13,14 @@
 // / sqrt(d)) V, and always does so while attention dropout is active (the fused kernel would draw
 // its mask from the global generator, which layers.hpp "Dropout" forbids).
 //
-// c10d (exec/distributed.hpp): in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup; from 2.0
-// it derives from c10d::Backend, and ProcessGroup became a front that dispatches to one backend
-// per device type (and wants them registered). pipetwin talks to the Gloo object itself either
-// way — send, recv, broadcast, allreduce and barrier have the same signatures on both classes —
-// as PIPETWIN_C10D_GROUP, declared by the header PIPETWIN_C10D_GROUP_HEADER names.
+// c10d (exec/platform/distributed.hpp): in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup;
+// from 2.0 it derives from c10d::Backend, and ProcessGroup became a front that dispatches to one
+// backend per device type (and wants them registered). pipetwin talks to the Gloo object itself
+// either way — send, recv, broadcast, allreduce and barrier have the same signatures on both
+// classes — as PIPETWIN_C10D_GROUP, declared by the header PIPETWIN_C10D_GROUP_HEADER names.
 //
-// Autocast (exec/autocast.hpp): 1.13 has one switch and one lower-precision dtype per device kind
-// (at::autocast::set_enabled / set_autocast_gpu_dtype for CUDA, set_cpu_enabled /
+// Autocast (exec/runtime/autocast.hpp): 1.13 has one switch and one lower-precision dtype per
+// device kind (at::autocast::set_enabled / set_autocast_gpu_dtype for CUDA, set_cpu_enabled /
 // set_autocast_cpu_dtype for the CPU); 2.4 made them functions of the device type
 // (set_autocast_enabled(at::DeviceType, bool), set_autocast_dtype(at::DeviceType, dtype)) and
 // deprecated the old names. autocast_state() and set_autocast_state() read and set both, for the

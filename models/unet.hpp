@@ -12,8 +12,8 @@
 //   "segment"                1x1 convolution C/2 -> out, no bias, no norm          kind "head"
 // The skips are cross-layer skip connections (Layer::skip_from): dec{i}.conv0 takes
 // (x, skip), and in a pipeline the encoder's output travels straight to the stage of its decoder
-// block (torchgpipe's portals, exec/stage_io.hpp). Task: per-pixel regression (mean squared error
-// against an out x image x image target), the synthetic data of models/.
+// block (torchgpipe's portals, exec/runtime/stage_io.hpp). Task: per-pixel regression (mean squared
+// error against an out x image x image target), the synthetic data of models/.
 //
 // norm=batch (published) is BatchNorm2d, whose batch statistics make micro-batching inexact (see
 // resnet.hpp); norm=group uses GroupNorm with gcd(8, channels) groups, which normalises each sample

@@ -1,5 +1,5 @@
-// core/cost_model.hpp against the closed forms of docs/design.md "Cost model terms": transfers, ring
-// all-reduce, DDP buckets, frozen layers, stage costs and stage edges.
+// core/cost_model.hpp against the closed forms of docs/design.md "Cost model terms": transfers,
+// ring all-reduce, DDP buckets, frozen layers, stage costs and stage edges.
 #include "core/cost_model.hpp"
 
 #include <string>
@@ -333,8 +333,8 @@ TEST(StageEdges, SumEdgesCrossingBetweenTwoStages) {
 
 TEST(StageEdges, AProducerReadByTwoLayersOfOneStageTravelsOnce) {
   // Layer 0's output is read by layers 1 and 2, both on stage 1: the executor sends it once
-  // (exec/stage_io.hpp), so the edge carries it once, not 100 + 50. This fixture gives the two
-  // edges of layer 0 different sizes; the larger counts.
+  // (exec/runtime/stage_io.hpp), so the edge carries it once, not 100 + 50. This fixture gives the
+  // two edges of layer 0 different sizes; the larger counts.
   const CostModel cm(four_layers(), cluster());
   const auto one = cm.stage_edges({0, 1, 1, 1});
   ASSERT_EQ(one.size(), 1u);

@@ -1,9 +1,10 @@
-// AutoCache live (PipeTransformer Section 3.4, Figure 8, Appendix E; exec/activation_store.hpp):
-// the store's per-sample hit / stale / miss rule against a closed form; training with the cache
-// equals training without it (float64), with a memory budget that spills to disk too; a boundary
-// move replaces entries lazily and no sample passes a frozen layer twice; two Gloo processes
-// share the machine's cache; a wrong, short or corrupt cache file is refused with a message; the
-// on/off decision is the simulator's; the epoch log carries the cache's counts.
+// AutoCache live (PipeTransformer Section 3.4, Figure 8, Appendix E;
+// exec/runtime/activation_store.hpp): the store's per-sample hit / stale / miss rule against a
+// closed form; training with the cache equals training without it (float64), with a memory budget
+// that spills to disk too; a boundary move replaces entries lazily and no sample passes a frozen
+// layer twice; two Gloo processes share the machine's cache; a wrong, short or corrupt cache file
+// is refused with a message; the on/off decision is the simulator's; the epoch log carries the
+// cache's counts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,10 +14,10 @@
 
 #include "core/elastic/epoch_log.hpp"
 #include "core/error.hpp"
-#include "exec/activation_store.hpp"
-#include "exec/checkpoint.hpp"
-#include "exec/elastic_policy.hpp"
-#include "exec/trainer.hpp"
+#include "exec/runtime/activation_store.hpp"
+#include "exec/train/checkpoint.hpp"
+#include "exec/train/elastic_policy.hpp"
+#include "exec/train/trainer.hpp"
 #include "exec_test_util.hpp"
 #include "sim/elastic_sim.hpp"
 

@@ -1,4 +1,4 @@
-// Checkpoints (exec/checkpoint.hpp; issues 4 and 7): resuming from the last checkpoint
+// Checkpoints (exec/train/checkpoint.hpp; issues 4 and 7): resuming from the last checkpoint
 // reproduces, bit for bit, the weights of an uninterrupted run with the same seed; a failed
 // write (a full disk) leaves the previous checkpoint readable; loading refuses damaged or
 // mismatched checkpoints with one-line errors naming the file and the field.
@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "exec/checkpoint.hpp"
-#include "exec/stage.hpp"
-#include "exec/trainer.hpp"
+#include "exec/runtime/stage.hpp"
+#include "exec/train/checkpoint.hpp"
+#include "exec/train/trainer.hpp"
 #include "exec_test_util.hpp"
 #include "models/zoo.hpp"
 

@@ -1,7 +1,7 @@
-// exec/device.hpp: the CPU device the executor and profiler time and count with, the choice of
-// device and its errors, the catalog names of GPUs; and, where this build has CUDA and a GPU is
-// visible, the CUDA path against single-process CPU training (skipped elsewhere, as on CI).
-#include "exec/device.hpp"
+// exec/platform/device.hpp: the CPU device the executor and profiler time and count with, the
+// choice of device and its errors, the catalog names of GPUs; and, where this build has CUDA and a
+// GPU is visible, the CUDA path against single-process CPU training (skipped elsewhere, as on CI).
+#include "exec/platform/device.hpp"
 
 #include <thread>
 
@@ -9,10 +9,10 @@
 #include <gmock/gmock.h>
 
 #include "core/error.hpp"
-#include "exec/cuda_device.hpp"
-#include "exec/memory_tracker.hpp"
-#include "exec/profiler.hpp"
-#include "exec/tensor_io.hpp"
+#include "exec/platform/cuda_device.hpp"
+#include "exec/platform/memory_tracker.hpp"
+#include "exec/platform/tensor_io.hpp"
+#include "exec/profile/profiler.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {
@@ -207,7 +207,8 @@ TEST(CudaFloat32, CloseToCpuTraining) {
 }
 
 // Two processes sharing the one GPU (the one-GPU machine's case): Gloo between them, GPU tensors
-// staged through host memory (exec/c10d_transport.cpp); the weights of single-process training.
+// staged through host memory (exec/platform/c10d_transport.cpp); the weights of single-process
+// training.
 TEST_F(DeviceCli, TwoProcessesShareOneGpu) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";
   const Plan plan = exec_plan(ExecSpec{.schedule = "1f1b", .stages = 2, .chunks = 2});

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "exec/tensor_io.hpp"
+#include "exec/platform/tensor_io.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {

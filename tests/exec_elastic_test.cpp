@@ -1,6 +1,6 @@
-// PipeTransformer live (`pipetwin train --elastic`; exec/elastic_policy.hpp,
-// exec/trainer.hpp "Elastic training"): frozen layers keep their weights bit for bit and train
-// as single-process training with those layers frozen; a transition from K = 2 to K = 1 with
+// PipeTransformer live (`pipetwin train --elastic`; exec/train/elastic_policy.hpp,
+// exec/train/trainer.hpp "Elastic training"): frozen layers keep their weights bit for bit and
+// train as single-process training with those layers frozen; a transition from K = 2 to K = 1 with
 // twice the replicas keeps every layer's weights and optimizer state, in one process and over 2
 // Gloo processes, and a checkpoint taken after it resumes bit for bit; a live run on the digits
 // shrinks K, grows the replicas and still learns; the policy re-plans as the simulator replays;
@@ -15,9 +15,9 @@
 #include "core/elastic/autopipe.hpp"
 #include "core/elastic/freeze_trace.hpp"
 #include "core/error.hpp"
-#include "exec/checkpoint.hpp"
-#include "exec/elastic_policy.hpp"
-#include "exec/trainer.hpp"
+#include "exec/train/checkpoint.hpp"
+#include "exec/train/elastic_policy.hpp"
+#include "exec/train/trainer.hpp"
 #include "exec_test_util.hpp"
 #include "sim/elastic_sim.hpp"
 

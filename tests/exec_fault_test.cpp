@@ -9,9 +9,9 @@
 
 #include <filesystem>
 
-#include "exec/checkpoint.hpp"
-#include "exec/fault.hpp"
-#include "exec/trainer.hpp"
+#include "exec/runtime/fault.hpp"
+#include "exec/train/checkpoint.hpp"
+#include "exec/train/trainer.hpp"
 #include "exec_test_util.hpp"
 #include "test_util.hpp"
 

@@ -1,10 +1,11 @@
 // The memory model against the executor: for every schedule, the peak bytes core/memory.hpp reads
 // off the schedule, with a profile measured here, in this test run (the workspaces of the kernels
 // this CPU dispatches to among it: oneDNN's convolutions allocate other buffers on an AVX2-only CPU
-// than on an AVX-512 one), against the peak the counting allocator (exec/memory_tracker.hpp)
-// measures per device while the executor runs the same plan, within 10% of the range the model
-// allows (DevicePeak::range_error); and checkpointing's cut of activation memory, measured against
-// predicted. scripts/test.sh runs it a second time with the CPU dispatch capped at AVX2.
+// than on an AVX-512 one), against the peak the counting allocator
+// (exec/platform/memory_tracker.hpp) measures per device while the executor runs the same plan,
+// within 10% of the range the model allows (DevicePeak::range_error); and checkpointing's cut of
+// activation memory, measured against predicted. scripts/test.sh runs it a second time with the CPU
+// dispatch capped at AVX2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +13,7 @@
 
 #include "core/memory.hpp"
 #include "core/schedule/generators.hpp"
-#include "exec/profiler.hpp"
+#include "exec/profile/profiler.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {

@@ -1,7 +1,7 @@
-// Mixed precision in the executor (exec/autocast.hpp, exec/loss_scaler.hpp): bfloat16 autocast on
-// the CPU against float32 training of the same weights, the dtypes that cross a stage boundary and
-// that the weights keep, the profile measured under autocast, the loss scaler and the stages'
-// agreement on skipped steps, and the CLI's --dtype errors.
+// Mixed precision in the executor (exec/runtime/autocast.hpp, exec/runtime/loss_scaler.hpp):
+// bfloat16 autocast on the CPU against float32 training of the same weights, the dtypes that cross
+// a stage boundary and that the weights keep, the profile measured under autocast, the loss scaler
+// and the stages' agreement on skipped steps, and the CLI's --dtype errors.
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -16,11 +16,11 @@
 #include <gmock/gmock.h>
 
 #include "core/error.hpp"
-#include "exec/autocast.hpp"
-#include "exec/checkpoint.hpp"
-#include "exec/loss_scaler.hpp"
-#include "exec/profiler.hpp"
-#include "exec/session.hpp"
+#include "exec/profile/profiler.hpp"
+#include "exec/runtime/autocast.hpp"
+#include "exec/runtime/loss_scaler.hpp"
+#include "exec/runtime/session.hpp"
+#include "exec/train/checkpoint.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {
@@ -387,8 +387,8 @@ TEST_F(DtypeCli, RunTakesTheDtypeAndOptimizerThePlanIsFor) {
   const std::string plan = testing::write_plan(p, dir_);
   const std::string bin = PIPETWIN_BINARY_DIR;
   const auto losses = [&](const std::string& flags) {
-    const auto r = testing::sh(fmt::format("{}/pipetwin run --plan {} --iterations 3 --no-pin {}",
-                                           bin, plan, flags));
+    const auto r = testing::sh(
+        fmt::format("{}/pipetwin run --plan {} --iterations 3 --no-pin {}", bin, plan, flags));
     EXPECT_EQ(r.status, 0) << r.output;
     const size_t at = r.output.find("loss per step:");
     return at == std::string::npos ? std::string() : r.output.substr(at);

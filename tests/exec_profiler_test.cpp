@@ -1,4 +1,4 @@
-// The profiler (exec/profiler.hpp): what it measures matches the model it measures.
+// The profiler (exec/profile/profiler.hpp): what it measures matches the model it measures.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -8,10 +8,10 @@
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
-#include "exec/device.hpp"
-#include "exec/host.hpp"
-#include "exec/profile_passes.hpp"
-#include "exec/profiler.hpp"
+#include "exec/platform/device.hpp"
+#include "exec/platform/host.hpp"
+#include "exec/profile/profile_passes.hpp"
+#include "exec/profile/profiler.hpp"
 #include "models/zoo.hpp"
 #include "tests/test_util.hpp"
 

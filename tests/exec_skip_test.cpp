@@ -1,7 +1,8 @@
 // Cross-layer skip connections in the executor (a tensor that skips stages travels once,
 // straight from producer to consumer, as torchgpipe's portals carry it, in both engines; the
-// executor runs every partition the partitioners produce). The model is the U-Net of models/unet.hpp at test
-// size: 23 layers, encoder level i's last block (layer 2i + 1) feeding decoder block 20 - 2i.
+// executor runs every partition the partitioners produce). The model is the U-Net of
+// models/unet.hpp at test size: 23 layers, encoder level i's last block (layer 2i + 1) feeding
+// decoder block 20 - 2i.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,10 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "exec/bundle.hpp"
-#include "exec/profiler.hpp"
-#include "exec/stage_io.hpp"
-#include "exec/tensor_io.hpp"
+#include "exec/platform/tensor_io.hpp"
+#include "exec/profile/profiler.hpp"
+#include "exec/runtime/bundle.hpp"
+#include "exec/runtime/stage_io.hpp"
 #include "exec_test_util.hpp"
 #include "sim/planner.hpp"
 

@@ -1,4 +1,4 @@
-// The training loop (exec/trainer.hpp, baseline mode): windows of a long run change no
+// The training loop (exec/train/trainer.hpp, baseline mode): windows of a long run change no
 // arithmetic, the per-epoch log and the freeze trace say what happened, loss falls and held-out
 // accuracy rises on the digits, and the elastic hook carries weights and optimizer state into a
 // new partition.
@@ -12,7 +12,7 @@
 #include "core/elastic/epoch_log.hpp"
 #include "core/elastic/freeze_trace.hpp"
 #include "core/error.hpp"
-#include "exec/trainer.hpp"
+#include "exec/train/trainer.hpp"
 #include "exec_test_util.hpp"
 
 namespace pipetwin {

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "core/schedule/generators.hpp"
-#include "exec/reference.hpp"
+#include "exec/runtime/reference.hpp"
 #include "exec_test_util.hpp"
 #include "sim/planner.hpp"
 

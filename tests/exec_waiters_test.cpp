@@ -1,5 +1,5 @@
-// Waiters (exec/waiters.hpp): a change wakes exactly the threads it lets go; abort and timeout
-// leave no waiter behind.
+// Waiters (exec/platform/waiters.hpp): a change wakes exactly the threads it lets go; abort and
+// timeout leave no waiter behind.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/abort.hpp"
-#include "exec/waiters.hpp"
+#include "exec/platform/abort.hpp"
+#include "exec/platform/waiters.hpp"
 
 namespace pipetwin::exec {
 namespace {

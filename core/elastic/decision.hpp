@@ -1,8 +1,8 @@
 // Elastic decision: what PipeTransformer's controller makes of a state — the plan a pipeline
 // state runs (partition, data-parallel width, placement, frozen prefix), F_frozen taken out of
 // the Pipe for timing, and AutoCache on or off. One implementation, used by the replay
-// (sim/elastic_sim.hpp) and by the live run (exec/elastic_policy.hpp), so that they differ only
-// in the times they see (docs/design.md "Elastic training").
+// (sim/elastic_sim.hpp) and by the live run (exec/train/elastic_policy.hpp), so that they differ
+// only in the times they see (docs/design.md "Elastic training").
 //
 //   placement  AutoDP, Figure 7: a pipeline stays inside a node; with dp / N replicas on each of
 //              the N nodes of I devices, replica j of node n runs stage s on cluster device

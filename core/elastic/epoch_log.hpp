@@ -1,7 +1,8 @@
 // Epoch log of an elastic training run: per epoch, the pipeline the run used (K, data-parallel
 // width, chunks M, frozen layers, AutoCache on/off) and how long the epoch took (docs/design.md
-// "Elastic training": K, DP width, M, frozen layers, throughput, loss and accuracy). The simulator writes it with predicted times, the executor with measured
-// times and its loss and accuracy, so the two line up column by column.
+// "Elastic training": K, DP width, M, frozen layers, throughput, loss and accuracy). The simulator
+// writes it with predicted times, the executor with measured times and its loss and accuracy, so
+// the two line up column by column.
 //
 // JSON: "pipetwin.elastic_log" version 1, {"format", "version", "source", "model", "epochs":
 // [{"epoch", "frozen_layers", "K", "dp", "chunks", "cache", "steps", "samples", "compute_s",
@@ -9,7 +10,7 @@
 // validated on load with errors naming the file and field. CSV: one header line, one row per
 // epoch, the same columns (loss and accuracy empty when unknown; cache_stats only in JSON).
 // "cache_stats" (added later, optional, so older files load): what AutoCache did in the epoch,
-// as a live run counts it (exec/activation_store.hpp): {"hits", "stale", "misses",
+// as a live run counts it (exec/runtime/activation_store.hpp): {"hits", "stale", "misses",
 // "shared_reads", "memory_read_bytes", "disk_read_bytes", "memory_write_bytes",
 // "disk_write_bytes"}.
 //

@@ -5,7 +5,7 @@
 // replaces is pinned by a micro-batch in flight, the update cannot overwrite that version: it
 // writes the new one into a buffer of its own (a third stream through memory: old weights,
 // gradients, new weights). Otherwise nothing reads the old weights again and the step is in place,
-// as in GPipe and 1F1B. The executor makes this choice as it runs (exec/stage.cpp,
+// as in GPipe and 1F1B. The executor makes this choice as it runs (exec/runtime/stage.cpp,
 // optimizer_step: a version's references are its micro-batches in flight); this module makes the
 // same choice from the schedule alone, so the simulator charges each step what the executor does.
 // Which micro-batch pins which version, and until when, is the liveness walk's rule

@@ -17,8 +17,8 @@
 //   - FLOPs count multiply-adds of matrix products and convolutions as 2 FLOPs; element-wise
 //     ops (norms, activations, softmax) are left out of FLOPs and appear in the memory traffic.
 //   - Saved elements follow what LibTorch's autograd keeps for the models of models/ (layer
-//     output included, layer input excluded, as exec/profiler.cpp measures): for the test-size
-//     models they match the shipped measured profiles to within per-micro-batch constants
+//     output included, layer input excluded, as exec/profile/profiler.cpp measures): for the
+//     test-size models they match the shipped measured profiles to within per-micro-batch constants
 //     (a causal mask, BatchNorm statistics) that do not scale with the micro-batch.
 //   - Traffic per sample = input + 2 x saved: every kept intermediate is written once and read
 //     once by the next op. Weights are read once per micro-batch (embeddings gather rows only).

@@ -3,7 +3,7 @@
 # registry there): unpacks the Debian packages scripts/gpu/fetch_debs.sh saved in .gpu-debs/ into
 # a private prefix (never into /), configures with that prefix and the wheel's CMake files, and
 # builds the CLI and the executor tests. The build says "pipetwin: LibTorch has CUDA" when the
-# CUDA path (exec/cuda_device.cpp) is in. Usage: scripts/gpu/build.sh [BUILD_DIR] [targets...]
+# CUDA path (exec/platform/cuda_device.cpp) is in. Usage: scripts/gpu/build.sh [BUILD_DIR] [targets...]
 # Afterwards: export LD_LIBRARY_PATH=/tmp/pipetwin-deps/usr/lib/x86_64-linux-gnu (fmt, metis).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
