@@ -2,24 +2,32 @@
 # What a session with the lent GPU machine does for the executor's CUDA path, as steps that fit
 # the device tool's 10-minute call. Run from the repository root there, steps in order; a fresh
 # machine needs `build` first:
-#   scripts/gpu/session.sh build check profile validate
+#   scripts/gpu/session.sh build check validate profile handoff runs binary
 # build     unpacks .gpu-debs (scripts/gpu/fetch_debs.sh, run here first; carry .gpu-debs) and
 #           builds pipetwin and exec_tests into build-gpu/ against the wheel's LibTorch (build.sh);
 #           on a compile error it stops there and prints the first error with its line
 # check     the executor's device and CUDA tests (CudaEqualsCpu: every schedule on the GPU equals
-#           single-process CPU training; CudaProfile), with a backtrace (cuda-gdb) of a test that
-#           crashes; then `run --device cuda` of every schedule on vit:tiny, K = 2 and 4 stream
-#           sets of the one GPU, two processes sharing the GPU (Gloo), and a bad --device
-# profile   profiles of the test models and of vit:base, bert:base and gpt2:small on the GPU,
-#           packed into profiles.tgz (copy them into traces/<device>/ here; the device is in them)
-# validate  experiments/validate_executor.py on h100-1gpu (K stages as stream sets of the one
-#           GPU): the compare table for the README; experiments/handoff_latency.py: the same-gpu
-#           link's latency for hardware/clusters/h100-1gpu.json
-# PIPETWIN_VALIDATE_ARGS adds options to validate_executor.py (a smaller grid, say).
-# PIPETWIN_GPU_STEP_S bounds each step's long commands (default 150 s), so one call returns what
-# it has. Everything printed goes to $OUT/session.log too; the files a step keeps go to $OUT (the
+#           single-process CPU training; CudaMixedPrecision: bfloat16 and float16 against float32;
+#           CudaProfile), with a backtrace (cuda-gdb) of a test that crashes
+# runs      `run --device cuda` of every schedule on vit:tiny, K = 2 and 4 stream sets of the one
+#           GPU, in bfloat16 and float16, two processes sharing the GPU (Gloo), a bad --device and
+#           --dtype
+# profile   profiles of the test models and of vit:b16, bert:base and gpt2:124m on the GPU, in
+#           bfloat16 and float32 (PIPETWIN_GPU_DTYPES), packed into profiles.tgz (copy them into
+#           traces/<device>/ here; the device and dtype are in them)
+# validate  experiments/validate_gpu.py on <gpu>-1gpu (K stages as stream sets of the one GPU):
+#           vit:b16, bert:base and gpt2:124m in bfloat16, gpipe/1f1b/pipedream, K = 2 and 4, M = 4
+#           and 8; the table for the README, and every point's plan, timelines and metrics in
+#           validation-data.tgz (experiments/validate_gpu.py --replay re-predicts them here)
+# handoff   experiments/handoff_latency.py: the same-gpu link's latency for the cluster file
+# binary    the stripped pipetwin built here, xz-compressed (pipetwin.xz), for a later call that
+#           carries it instead of building
+# PIPETWIN_VALIDATE_ARGS adds options to validate_gpu.py (a smaller grid, say).
+# PIPETWIN_GPU_STEP_S bounds each step's long commands (default 150 s), and PIPETWIN_GPU_DEADLINE
+# (seconds since the epoch) stops starting long commands after it, so one call returns what it
+# has. Everything printed goes to $OUT/session.log too; the files a step keeps go to $OUT (the
 # device tool brings back at most 8: session.log, check.log, profiles.tgz, validation.md,
-# validation.csv, *.trace.json are 6), or to results/gpu where OUT is unset.
+# validation.csv, validation-data.tgz, pipetwin.xz are 7), or to results/gpu where OUT is unset.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-results/gpu}
@@ -30,8 +38,17 @@ deps=/tmp/pipetwin-deps/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH="$deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PYTHONUNBUFFERED=1
 bin=build-gpu/pipetwin
 limit=${PIPETWIN_GPU_STEP_S:-150}
+deadline=${PIPETWIN_GPU_DEADLINE:-0}
+dtypes=(${PIPETWIN_GPU_DTYPES:-bfloat16 float32})
 test_models=(mlp vit:tiny bert:tiny gpt2:tiny resnet20)
-paper_models=(vit:base bert:base gpt2:small)
+paper_models=(vit:b16 bert:base gpt2:124m)
+# The one-GPU cluster of the GPU at hand (hardware/clusters/<gpu>-1gpu.json).
+cluster=h100-1gpu
+if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -q H200; then
+  cluster=h200-1gpu
+fi
+# Seconds left before the deadline (a large number without one).
+left() { if ((deadline > 0)); then echo $((deadline - $(date +%s))); else echo 99999; fi; }
 schedules=(naive gpipe 1f1b pipedream ddg feature-replay ftpipe-async)
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
@@ -68,7 +85,7 @@ check_runs() {
   local K sched
   for K in 2 4; do
     for sched in "${schedules[@]}"; do
-      "$bin" plan --model vit:tiny --cluster h100-1gpu -K "$K" --schedule "$sched" -B 32 -M 4 \
+      "$bin" plan --model vit:tiny --cluster "$cluster" -K "$K" --schedule "$sched" -B 32 -M 4 \
         --iterations 4 -q -o "$tmp/p.json" 2>&1 || { echo "plan $sched K=$K failed"; continue; }
       if timeout 30 "$bin" run --plan "$tmp/p.json" --device cuda --metrics "$tmp/m.json" -q \
         >"$tmp/run.log" 2>&1; then
@@ -78,48 +95,85 @@ check_runs() {
       fi
     done
   done
-  "$bin" plan --model vit:tiny --cluster h100-1gpu -K 2 --schedule 1f1b -B 32 -M 4 \
+  "$bin" plan --model vit:tiny --cluster "$cluster" -K 2 --schedule 1f1b -B 32 -M 4 \
     --iterations 6 -q -o "$tmp/vit.plan.json"
   timeout 90 "$bin" run --plan "$tmp/vit.plan.json" --device cuda --nproc 2 \
     --timeline "$out/vit-nproc2.run.trace.json" 2>&1 | tail -12 || echo "run --nproc 2: FAILED"
+  local dtype
+  for dtype in bfloat16 float16; do
+    if timeout 60 "$bin" run --plan "$tmp/vit.plan.json" --device cuda --dtype "$dtype" -q \
+      --metrics "$tmp/m.json" >"$tmp/run.log" 2>&1; then
+      echo "run cuda 1f1b K=2 $dtype: ok"
+    else
+      echo "run cuda 1f1b K=2 $dtype: FAILED"; tail -5 "$tmp/run.log"
+    fi
+  done
+  "$bin" run --plan "$tmp/vit.plan.json" --device cuda --dtype int8 2>&1 | head -3 || true
   "$bin" run --plan "$tmp/vit.plan.json" --device cuda:x 2>&1 | head -3 || true
   "$bin" run --plan "$tmp/vit.plan.json" --device cuda:7 2>&1 | head -3 || true
 }
 
 profile_step() {
   mkdir -p "$tmp/profiles"
-  local m sizes
-  for m in "${test_models[@]}" "${paper_models[@]}"; do
-    # The paper-size models at the micro-batches their papers train with (the profiler's default
-    # sizes run GPT-2's 50257-word logits out of an 80 GB GPU).
-    sizes=()
-    [[ " ${paper_models[*]} " == *" $m "* ]] && sizes=(--micro-batch 4,8)
-    if timeout "$limit" "$bin" profile --model "$m" --device cuda -q "${sizes[@]}" \
-      -o "$tmp/profiles/${m/:/-}.profile.json"; then
-      echo "profiled $m"
-    else
-      echo "profile $m: FAILED or over ${limit} s"
-    fi
+  local m sizes dtype f
+  for dtype in "${dtypes[@]}"; do
+    for m in "${paper_models[@]}" "${test_models[@]}"; do
+      f="$tmp/profiles/${m/:/-}-$dtype.profile.json"
+      # validate's profile of a paper model, where it made one, is this profile.
+      [[ -e $f ]] && continue
+      if (($(left) < 30)); then echo "profile $m $dtype: skipped (deadline)"; continue; fi
+      # The paper-size models at the micro-batches their papers train with.
+      sizes=()
+      [[ " ${paper_models[*]} " == *" $m "* ]] && sizes=(--micro-batch 4,8)
+      if timeout "$limit" "$bin" profile --model "$m" --device cuda --dtype "$dtype" -q "${sizes[@]}" \
+        -o "$f" 2>"$tmp/profile.err"; then
+        echo "profiled $m $dtype"
+      else
+        echo "profile $m $dtype: FAILED or over ${limit} s"; tail -3 "$tmp/profile.err"
+      fi
+    done
   done
   tar -C "$tmp/profiles" -czf "$out/profiles.tgz" .
 }
 
+validate_step() {
+  local v="$tmp/validation"
+  mkdir -p "$v/profiles"
+  local d=$(($(left) - 60))
+  ((d > 0)) || d=1
+  timeout "$((limit * 3))" python3 experiments/validate_gpu.py --pipetwin "$bin" --device cuda \
+    --cluster "$cluster" --out "$v" --deadline-s "$d" ${PIPETWIN_VALIDATE_ARGS:-} ||
+    echo "validate: targets missed or out of time (exit $?)"
+  cp "$v/validation.md" "$v/validation.csv" "$out/" 2>/dev/null || true
+  # The paper models' bfloat16 profiles are profile's too.
+  mkdir -p "$tmp/profiles"
+  cp "$v"/profiles/*.profile.json "$tmp/profiles/" 2>/dev/null || true
+  tar -C "$v" -czf "$out/validation-data.tgz" --exclude='*.err' . || true
+}
+
 for what in "$@"; do
+  if [[ $what != build && $what != binary ]] && (($(left) < 20)); then
+    step "$what: skipped (deadline)"
+    continue
+  fi
   case "$what" in
     build) step build; build_step ;;
-    check) step check; check_tests; check_runs ;;
+    check) step check; check_tests ;;
+    runs) step runs; check_runs ;;
     profile) step profile; profile_step ;;
-    validate)
-      step validate
-      timeout "$((limit * 2))" python3 experiments/validate_executor.py --pipetwin "$bin" \
-        --device cuda --cluster h100-1gpu --out "$tmp/validation" ${PIPETWIN_VALIDATE_ARGS:-} ||
-        echo "validate: targets missed or out of time (exit $?)"
-      cp "$tmp/validation/validation.md" "$tmp/validation/validation.csv" "$out/" 2>/dev/null || true
-      timeout "$limit" python3 experiments/handoff_latency.py --pipetwin "$bin" --device cuda \
-        --cluster h100-1gpu || echo "handoff_latency: failed (exit $?)"
+    validate) step validate; validate_step ;;
+    handoff)
+      step handoff
+      timeout 60 python3 experiments/handoff_latency.py --pipetwin "$bin" --device cuda \
+        --cluster "$cluster" || echo "handoff_latency: failed (exit $?)"
+      ;;
+    binary)
+      step binary
+      strip -o "$tmp/pipetwin" "$bin" && xz -T0 -c "$tmp/pipetwin" >"$out/pipetwin.xz" &&
+        ls -la "$out/pipetwin.xz"
       ;;
     *)
-      echo "session.sh: unknown step \"$what\" (build, check, profile, validate)" >&2
+      echo "session.sh: unknown step \"$what\" (build, check, runs, profile, validate, handoff, binary)" >&2
       exit 2
       ;;
   esac
