@@ -26,7 +26,7 @@ double DeviceSpec::flops(const std::string& dtype) const {
 
 DeviceSpec device_from_json(const JsonView& j) {
   j.allow_only({"name", "kind", "description", "memory_bytes", "memory_bandwidth", "peak_flops",
-                "source", "core_sharing", "shares_memory"});
+                "source", "core_sharing", "shares_memory", "serial_backward"});
   DeviceSpec d;
   d.name = j.string("name");
   d.kind = j.string_or("kind", "gpu");
@@ -45,6 +45,9 @@ DeviceSpec device_from_json(const JsonView& j) {
   d.shares_memory = j.bool_or("shares_memory", false);
   if (d.shares_memory && d.core_sharing < 2)
     j.at("shares_memory").fail("needs core_sharing of 2 or more (the devices that share it)");
+  d.serial_backward = j.bool_or("serial_backward", false);
+  if (d.serial_backward && d.core_sharing < 2)
+    j.at("serial_backward").fail("needs core_sharing of 2 or more (the devices that share it)");
   return d;
 }
 
@@ -71,6 +74,7 @@ Json device_to_json(const DeviceSpec& d) {
   if (!d.source.empty()) j["source"] = d.source;
   if (d.core_sharing > 1) j["core_sharing"] = d.core_sharing;
   if (d.shares_memory) j["shares_memory"] = true;
+  if (d.serial_backward) j["serial_backward"] = true;
   return j;
 }
 

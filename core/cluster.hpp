@@ -34,6 +34,10 @@ struct DeviceSpec {
   // The devices of a sharing group draw on one memory of memory_bytes (stream sets of one GPU);
   // false: each device has memory_bytes of its own.
   bool shares_memory = false;
+  // The devices of a sharing group run their backward passes one at a time: they are stream sets
+  // of one GPU driven by PyTorch, whose autograd engine runs every backward on a GPU on the one
+  // worker thread it keeps for that GPU (sim/engine.hpp "Locks").
+  bool serial_backward = false;
 
   // Peak FLOP/s for `dtype`, falling back to float32; 0 when unknown.
   double flops(const std::string& dtype) const;

@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 
-from runcmd import arg_parser, sh
+from runcmd import HERE, arg_parser, sh
 
 
 def load(path):
@@ -50,8 +50,24 @@ def profile_model(args, model, batch):
     return path
 
 
+def current_cluster(plan):
+    """A replayed plan with the cluster file of today's checkout (hardware/clusters/NAME.json) in
+    place of the one it was planned with: the hardware description is part of the model."""
+    p = load(plan)
+    path = os.path.join(HERE, "..", "hardware", "clusters", p["cluster"]["name"] + ".json")
+    if os.path.exists(path):
+        p["cluster"] = load(path)
+    out = os.path.join(os.path.dirname(plan), "replay.plan.json")
+    with open(out, "w") as f:
+        json.dump(p, f)
+    return out
+
+
 def simulate(args, d):
-    sh(args.pipetwin, "simulate", "--plan", os.path.join(d, "plan.json"), "-q",
+    plan = os.path.join(d, "plan.json")
+    if args.replay:
+        plan = current_cluster(plan)
+    sh(args.pipetwin, "simulate", "--plan", plan, "-q",
        "--metrics", os.path.join(d, "sim.metrics.json"), "--timeline", os.path.join(d, "sim.trace.json"))
     return load(os.path.join(d, "sim.metrics.json"))
 
@@ -97,7 +113,10 @@ def point(args, model, batch, prof, schedule, K, M):
     with open(os.path.join(d, "compare.txt"), "w") as f:
         f.write(cmp)
     predicted = sim["iteration_time_s"]
-    mem_p = max(x["peak_memory_bytes"] for x in sim["devices"])
+    # The stream sets draw on the GPU's one memory (the cluster's shares_memory): the run reads the
+    # GPU's peak (every device reports it), the plan promises the sum of the stages' peaks
+    # (core/memory_pools.hpp: an upper bound of the peak of the sum).
+    mem_p = sum(x["peak_memory_bytes"] for x in sim["devices"])
     mem_m = max(max(x["peak_memory_bytes"] for x in r["devices"]) for r in runs)
     return {"model": model, "dtype": args.dtype, "schedule": schedule, "K": K, "M": M,
             "micro_batch": batch // M, "predicted_ms": round(predicted * 1e3, 3),

@@ -73,6 +73,7 @@ void Engine::reset(const TaskGraph& g, std::vector<double>& start, std::vector<d
   } else {
     scale_.clear();
   }
+  reset_locks(g);
   if (!g.stream_share.empty()) {
     int shares = 0;
     for (int32_t sh : g.stream_share) shares = std::max(shares, sh + 1);
@@ -82,6 +83,50 @@ void Engine::reset(const TaskGraph& g, std::vector<double>& start, std::vector<d
     rate_.assign(static_cast<size_t>(n), 0.0);
     epoch_.assign(static_cast<size_t>(n), 0);
   }
+}
+
+void Engine::reset_locks(const TaskGraph& g) {
+  int locks = 0;
+  for (size_t t = 0; t < g.lock.size(); ++t) {
+    if (g.lock[t] >= 0 && g.group[t] >= 0)
+      throw std::invalid_argument(fmt::format("task {} holds a lock and is in a rendezvous", t));
+    locks = std::max(locks, g.lock[t] + 1);
+  }
+  if (!g.lock.empty() && g.lock.size() != static_cast<size_t>(g.num_tasks())) {
+    throw std::invalid_argument(
+        fmt::format("lock holds {} tasks, {} expected", g.lock.size(), g.num_tasks()));
+  }
+  lock_holder_.assign(static_cast<size_t>(locks), -1);
+  lock_waiters_.assign(static_cast<size_t>(locks), {});
+  lock_queued_.assign(g.lock.size(), 0);
+}
+
+bool Engine::take_lock(const TaskGraph& g, int32_t task) {
+  const auto t = static_cast<size_t>(task);
+  if (g.lock.empty() || g.lock[t] < 0) return true;
+  const auto l = static_cast<size_t>(g.lock[t]);
+  if (lock_holder_[l] < 0) {
+    lock_holder_[l] = task;
+    return true;
+  }
+  if (!lock_queued_[t]) {
+    lock_queued_[t] = 1;
+    lock_waiters_[l].push_back(task);
+  }
+  return false;
+}
+
+void Engine::release_lock(const TaskGraph& g, int32_t task, double now) {
+  const auto t = static_cast<size_t>(task);
+  if (g.lock.empty() || g.lock[t] < 0) return;
+  const auto l = static_cast<size_t>(g.lock[t]);
+  lock_holder_[l] = -1;
+  auto& waiters = lock_waiters_[l];
+  if (waiters.empty()) return;
+  const int32_t next = waiters.front();
+  waiters.erase(waiters.begin());
+  lock_queued_[static_cast<size_t>(next)] = 0;
+  try_start(g, next, now);  // it was ready and still heads its idle stream: it starts
 }
 
 void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end) {
@@ -108,6 +153,7 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
       reshare(g, share, e.time);
     }
     ++completed;
+    release_lock(g, e.id, e.time);
     const auto s = static_cast<size_t>(g.stream[task]);
     busy_[s] = 0;
     if (!scale_.empty()) last_end_[s] = e.time;
@@ -142,7 +188,7 @@ void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
   if (busy_[s] || g.stream_tasks[static_cast<size_t>(g.stream_begin[s] + head_[s])] != task) return;
   const int32_t grp = g.group[t];
   if (grp < 0) {
-    start_task(g, task, now);
+    if (take_lock(g, task)) start_task(g, task, now);
     return;
   }
   ready_[t] = 1;

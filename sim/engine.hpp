@@ -20,6 +20,12 @@
 // Edge offsets (a successor released before its predecessor ends: an all-reduce bucket whose
 // gradients are ready mid-backward) stay at their unshared times, an approximation.
 //
+// Locks: a task may hold a lock while it runs, so that tasks of different streams holding the
+// same lock run one at a time (PyTorch's autograd engine runs every backward pass on a GPU on the
+// one worker thread it keeps for that GPU, whichever of the GPU's stream sets the pass is for). A
+// task that could start but finds its lock held waits; when the lock is released the waiter that
+// became ready first starts.
+//
 // Cold starts: a task may cost more when its stream sat idle before it (its working set left the
 // caches meanwhile); the extra is a function of that wait, given per task, and stretches the
 // task's durations (and its edge offsets) by one factor fixed when it starts.
@@ -60,6 +66,9 @@ struct TaskGraph {
   // no cold starts.
   std::vector<double> cold_waits;
   std::vector<double> cold_extra;
+  // Locks (optional): per task the lock it holds while it runs (-1: none). A task of a rendezvous
+  // group holds none. Empty: no locks.
+  std::vector<int32_t> lock;
 
   int num_tasks() const { return static_cast<int>(duration.size()); }
   // Builds the reverse edges the engine walks; call after filling the graph.
@@ -84,11 +93,16 @@ class Engine {
 
  private:
   void reset(const TaskGraph& g, std::vector<double>& start, std::vector<double>& end);
+  void reset_locks(const TaskGraph& g);
   [[noreturn]] void stalled(const TaskGraph& g, int completed) const;  // throws DeadlockError
   void try_start(const TaskGraph& g, int32_t task, double now);
   void start_task(const TaskGraph& g, int32_t task, double now);
   // Processor sharing: re-times the running tasks of `share` after its membership changed.
   void reshare(const TaskGraph& g, int share, double now);
+  // Locks: whether `task` may start as far as its lock goes (else it is queued for the lock), and
+  // the lock's release when it ends (the first waiter starts).
+  bool take_lock(const TaskGraph& g, int32_t task);
+  void release_lock(const TaskGraph& g, int32_t task, double now);
   // Cold starts: the factor on task t's durations after its stream waited `wait` seconds.
   double cold_scale(const TaskGraph& g, size_t t, double wait) const;
   int share_of(const TaskGraph& g, int32_t task) const {
@@ -111,6 +125,11 @@ class Engine {
   // Cold starts (only when the graph has them): per stream the end of its last task, per task
   // the factor its durations were stretched by when it started.
   std::vector<double> last_end_, scale_;
+  // Locks (only when the graph has them): per lock its holder (-1: free) and its waiters in the
+  // order they became ready; per task whether it waits.
+  std::vector<int32_t> lock_holder_;
+  std::vector<std::vector<int32_t>> lock_waiters_;
+  std::vector<uint8_t> lock_queued_;
   std::vector<double>* start_ = nullptr;
   std::vector<double>* end_ = nullptr;
 };

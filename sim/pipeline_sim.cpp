@@ -93,8 +93,20 @@ void PipelineSimulator::share_compute() {
     for (int id = 0; id < n; ++id)
       tasks_.shared_duration[static_cast<size_t>(id)] = shared_duration(id);
     cold_starts();
+    if (ctx_.plan.cluster.device.serial_backward) serialize_backward();
   } else {
     tasks_.stream_share.clear();
+  }
+}
+
+void PipelineSimulator::serialize_backward() {
+  // One backward at a time per sharing group (core/cluster.hpp serial_backward): the group's lock.
+  const int n = schedule_.num_actions();
+  tasks_.lock.assign(static_cast<size_t>(n), -1);
+  for (int id = 0; id < n; ++id) {
+    if (schedule_.action(id).op != Op::kBackward) continue;
+    tasks_.lock[static_cast<size_t>(id)] =
+        tasks_.stream_share[static_cast<size_t>(tasks_.stream[static_cast<size_t>(id)])];
   }
 }
 

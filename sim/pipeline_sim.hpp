@@ -52,6 +52,7 @@ class PipelineSimulator {
  private:
   void share_compute();  // processor sharing of the compute streams, if the cluster has any
   void cold_starts();    // the profile's cold-start figures on the shared compute streams
+  void serialize_backward();  // one backward at a time per sharing group (serial_backward)
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }

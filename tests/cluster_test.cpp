@@ -170,6 +170,7 @@ TEST(Cluster, OneGpuHostsFourStreamSets) {
   EXPECT_EQ(c.device.kind, "gpu");
   EXPECT_EQ(c.device.memory_bytes, h100.memory_bytes);
   EXPECT_TRUE(c.device.shares_memory);
+  EXPECT_TRUE(c.device.serial_backward);  // one autograd thread for the GPU
   for (int d = 0; d < 4; ++d) EXPECT_EQ(c.memory_of(d), c.memory_of(0)) << d;
   EXPECT_EQ(physical_units(c, {0, 1, 2, 3}), 1);
   EXPECT_EQ(c.device.memory_bandwidth, h100.memory_bandwidth);
@@ -227,6 +228,17 @@ TEST(ClusterErrors, UnknownNames) {
   EXPECT_EQ(cluster_error(doc),
             "c.json: intra_node_link: unknown link \"carrier-pigeon\" (not in " + hardware_dir() +
                 "/links.json)");
+}
+
+TEST(ClusterErrors, SerialBackwardNeedsASharingGroup) {
+  Json doc = named_doc();
+  doc["device"] = inline_device();
+  doc["device"]["serial_backward"] = true;
+  EXPECT_EQ(cluster_error(doc),
+            "c.json: device.serial_backward: needs core_sharing of 2 or more (the devices that "
+            "share it)");
+  doc["device"]["core_sharing"] = 2;
+  EXPECT_TRUE(cluster_from_json(JsonView(doc, "c.json"), shipped()).device.serial_backward);
 }
 
 TEST(ClusterErrors, NamedDeviceWithoutACatalog) {

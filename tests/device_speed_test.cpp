@@ -75,6 +75,19 @@ TEST(SharedCore, StreamSetsOfOneGpuShareItTheSameWay) {
   EXPECT_NEAR(iteration_time(plan, 2.0), 8 * kMs, kTol);
 }
 
+TEST(SharedCore, OneGpusStreamSetsRunOneBackwardAtATime) {
+  // serial_backward (PyTorch's one autograd thread per GPU), f = 1, b = 2 ms, no contention:
+  // F0(0) [0,1]; F0(1) with F1(0) [1,2]; F1(1) [2,3]; B1(0) [3,5]; B1(1) [5,7] runs while
+  // B0(0) waits for the thread; B0(0) [7,9]; B0(1) [9,11]. Without it B1(1) and B0(0) overlap:
+  // 9 ms.
+  PlanSpec s = cpu_spec("gpipe", 2, 2, 1, 2, 4);
+  s.cluster.device.kind = "gpu";
+  Plan plan = synthetic_plan(s);
+  EXPECT_NEAR(iteration_time(plan, 1.0), 9 * kMs, kTol);
+  plan.cluster.device.serial_backward = true;
+  EXPECT_NEAR(iteration_time(plan, 1.0), 11 * kMs, kTol);
+}
+
 TEST(SharedCore, DevicesOfDifferentCoresAreIndependent) {
   const Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 0));
   EXPECT_NEAR(iteration_time(plan, 1.5), 6 * kMs, kTol);

@@ -326,3 +326,53 @@ TEST(EngineCold, WrongNumberOfFiguresIsAnError) {
 
 }  // namespace
 }  // namespace pipetwin::sim
+
+namespace pipetwin::sim {
+namespace {
+
+TEST(EngineLock, TasksHoldingOneLockRunOneAtATime) {
+  // Backward passes of two stream sets of one GPU (one autograd thread): the second waits for the
+  // first; a task without the lock on a third stream runs beside both.
+  G b;
+  const int x = b.task(0, 2.0);
+  const int y = b.task(1, 3.0);
+  const int free = b.task(2, 1.0);
+  b.g.lock = {0, 0, -1};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(s[x], 0.0);
+  EXPECT_DOUBLE_EQ(s[y], 2.0);
+  EXPECT_DOUBLE_EQ(e[y], 5.0);
+  EXPECT_DOUBLE_EQ(s[free], 0.0);
+}
+
+TEST(EngineLock, WaitersStartInTheOrderTheyBecameReady) {
+  // Holder 0..4 on stream 0; stream 2's task is ready at 1, stream 1's at 2: stream 2's goes
+  // first when the lock is released, stream 1's after it; other locks do not interfere.
+  G b;
+  const int holder = b.task(0, 4.0);
+  const int gate1 = b.task(3, 2.0), late = b.task(1, 1.0);
+  const int gate2 = b.task(4, 1.0), early = b.task(2, 1.0);
+  const int other = b.task(5, 1.0);
+  b.dep(late, gate1);
+  b.dep(early, gate2);
+  b.g.lock = {0, -1, 0, -1, 0, 1};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(s[early], 4.0);
+  EXPECT_DOUBLE_EQ(s[late], 5.0);
+  EXPECT_DOUBLE_EQ(s[other], 0.0);
+  EXPECT_DOUBLE_EQ(e[holder], 4.0);
+}
+
+TEST(EngineLock, ALockInARendezvousIsRefused) {
+  G b;
+  const int a = b.task(0, 1.0), c = b.task(1, 1.0);
+  b.group({a, c});
+  b.g.lock = {0, -1};
+  std::vector<double> s, e;
+  EXPECT_THROW(Engine().run(b.build(), s, e), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipetwin::sim

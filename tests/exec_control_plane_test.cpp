@@ -79,7 +79,9 @@ void exercise(ControlPlane& c) {
     EXPECT_EQ(all[static_cast<size_t>(q)], std::vector<uint8_t>(q + 1, static_cast<uint8_t>(q)));
   const auto at0 = c.gather(mine, 0);
   EXPECT_EQ(at0.size(), r == 0 ? static_cast<size_t>(n) : 0u);
-  if (r == 0) EXPECT_EQ(at0, all);
+  if (r == 0) {
+    EXPECT_EQ(at0, all);
+  }
   // Agreement: nobody failed.
   EXPECT_NO_THROW(c.agree(nullptr, "step 1", false));
   // Rank 1 failed: it throws its own message, the others name it.
