@@ -16,7 +16,9 @@ inter-quartile range of its steady steps.
 Everything a point used and measured is kept under OUT/points/ (plan, simulated and measured
 timelines and metrics, the compare table), so the prediction can be made again from the same
 measurements with another build of the simulator:
-  experiments/validate_gpu.py --replay OUT   (no GPU: re-simulates OUT's plans, rewrites its tables)
+  experiments/validate_gpu.py --replay OUT   (no GPU: re-simulates OUT's plans, rewrites its tables;
+                                             OUT may be the .tgz of such a folder, then the tables
+                                             go to --out)
 
 Usage: experiments/validate_gpu.py --pipetwin build-gpu/pipetwin --out DIR [--device cuda]
        [--cluster h200-1gpu] [--models vit:b16@32,bert:base@32,gpt2:124m@32]
@@ -30,6 +32,8 @@ import json
 import os
 import statistics
 import sys
+import tarfile
+import tempfile
 import time
 
 from runcmd import HERE, arg_parser, sh
@@ -178,6 +182,16 @@ def main():
     ap.add_argument("--out", required=False)
     ap.add_argument("--replay", metavar="OUT", help="re-predict OUT's kept points, nothing run")
     args = ap.parse_args()
+    if args.replay and args.replay.endswith(".tgz"):
+        if not args.out:
+            ap.error("--replay of a .tgz needs --out for the tables")
+        unpacked = tempfile.mkdtemp(prefix="validate_gpu.")
+        with tarfile.open(args.replay) as t:
+            t.extractall(unpacked, filter="data")
+        args.replay = unpacked
+        replay_tables = args.out
+    else:
+        replay_tables = None
     args.out = args.replay or args.out
     if not args.out:
         ap.error("--out or --replay is needed")
@@ -204,6 +218,9 @@ def main():
                           f"memory {r['memory_error_pct']:+.1f}%  {r['action_errors']}", flush=True)
     if not rows:
         sys.exit("validate_gpu: no point was run")
+    if replay_tables:
+        args.out = replay_tables
+        os.makedirs(args.out, exist_ok=True)
     return write_tables(args, rows)
 
 

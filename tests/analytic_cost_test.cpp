@@ -117,7 +117,11 @@ TEST(Roofline, Float16HalvesBytesAndUsesItsPeak) {
   const Profile p = analytic_profile(m, d, o);
   const auto& mlp = layer(p, "block0.mlp");
   EXPECT_DOUBLE_EQ(mlp.timings[0].forward_s, 1e-5 + 64 * 16.0 * 128 * 768 * 768 / (4e13 * 0.5));
-  EXPECT_DOUBLE_EQ(mlp.output_bytes_per_sample, 2.0 * 128 * 768);
+  EXPECT_DOUBLE_EQ(mlp.saved_bytes_per_sample, 2.0 * m.layers[2].saved_elems);
+  // The block hands on its residual sum, which autocast leaves in float32
+  // (ZooLayer::float32_output); the head's logits are a matmul's, in float16.
+  EXPECT_DOUBLE_EQ(mlp.output_bytes_per_sample, 4.0 * 128 * 768);
+  EXPECT_DOUBLE_EQ(p.layers.back().output_bytes_per_sample, 2.0 * m.layers.back().output_elems);
 }
 
 TEST(Roofline, EdgesCarryBytesAndTheProfileIsAGraph) {

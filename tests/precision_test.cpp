@@ -138,8 +138,8 @@ TEST(ResolveByDtype, MeasuredProfileOfAnotherDtypeGivesWayToTheAnalyticOne) {
       resolve_profile("vit:large", "", "tesla-p40", ResolveOptions{"bfloat16", "", ""});
   const Profile p40_f32 =
       resolve_profile("vit:large", "", "tesla-p40", ResolveOptions{"float32", "", ""});
-  EXPECT_DOUBLE_EQ(p40.layers[3].output_bytes_per_sample,
-                   p40_f32.layers[3].output_bytes_per_sample / 2);
+  EXPECT_DOUBLE_EQ(p40.layers[3].saved_bytes_per_sample,
+                   p40_f32.layers[3].saved_bytes_per_sample / 2);
 }
 
 TEST(ResolveByDtype, ProfileFileOfAnotherDtypeIsRefused) {

@@ -39,6 +39,11 @@ Json overheads_json(const TaskOverheads& o) {
   return {{"forward_s", o.forward_s}, {"backward_s", o.backward_s}, {"step_s", o.step_s}};
 }
 
+// Bytes per element of `layer`'s output in a dtype of `elem` bytes (ZooLayer::float32_output).
+double output_bytes(const ZooLayer& layer, double elem) {
+  return layer.float32_output ? std::max(elem, 4.0) : elem;
+}
+
 }  // namespace
 
 const char* pass_name(TaskPass pass) {
@@ -222,7 +227,7 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
                             fair_share(fwd, e.overhead_for(l.kind, TaskPass::forward)),
                             fair_share(bwd, e.overhead_for(l.kind, TaskPass::backward))});
     }
-    lp.output_bytes_per_sample = l.output_elems * elem;
+    lp.output_bytes_per_sample = l.output_elems * output_bytes(l, elem);
     lp.saved_bytes_per_sample = l.saved_elems * elem;
     const auto params = static_cast<double>(l.params);
     lp.param_bytes = params * per_param.weight;
@@ -232,7 +237,10 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
     p.layers.push_back(std::move(lp));
   }
   for (const auto& edge : model.edges) {
-    p.edges.push_back({edge.from, edge.to, edge.elems * (edge.tokens ? 8.0 : elem)});
+    double bytes = edge.tokens ? 8.0 : elem;
+    if (!edge.tokens && edge.from >= 0 && edge.from < model.num_layers())
+      bytes = output_bytes(model.layers[static_cast<size_t>(edge.from)], elem);
+    p.edges.push_back({edge.from, edge.to, edge.elems * bytes});
   }
   return p;
 }

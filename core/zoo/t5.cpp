@@ -92,6 +92,7 @@ ZooLayer embedding(const std::string& name, const T5Config& c, int64_t seq) {
   ZooLayer l;
   l.name = name;
   l.kind = "embedding";
+  l.float32_output = true;
   l.params = c.vocab * c.d_model;
   l.output_elems = sd;
   l.saved_elems = sd * (c.dropout > 0 ? 2 : 1);
@@ -121,6 +122,7 @@ void add_encoder(ZooModel& m, const T5Config& c) {
   ZooLayer norm;
   norm.name = "enc.norm";
   norm.kind = "norm";
+  norm.float32_output = true;
   norm.params = c.d_model;
   norm.output_elems = sd;
   norm.saved_elems = static_cast<double>(c.enc_seq) + sd * (c.dropout > 0 ? 2 : 1);

@@ -45,6 +45,7 @@ ZooLayer finish(std::string name, std::string kind, int64_t params, double flops
   l.output_elems = d(t.seq * t.dim);
   l.saved_elems = saved;
   l.traffic_elems = input + 2 * saved;
+  l.float32_output = true;  // the residual sum
   return l;
 }
 
@@ -147,6 +148,7 @@ ZooModel describe_vit(const VitConfig& c) {
   ZooLayer embed;
   embed.name = "embed";
   embed.kind = "embedding";
+  embed.float32_output = true;
   embed.params = c.dim * c.channels * c.patch * c.patch + 2 * c.dim + seq * c.dim;
   embed.forward_flops = 2.0 * d(patches * c.channels * c.patch * c.patch * c.dim);
   embed.output_elems = sd;
@@ -212,6 +214,7 @@ ZooModel describe_bert(const BertConfig& c) {
   ZooLayer embed;  // three embeddings summed, LayerNorm, dropout
   embed.name = "embed";
   embed.kind = "embedding";
+  embed.float32_output = true;
   embed.params = (c.vocab + c.positions + c.type_vocab) * c.hidden + 2 * c.hidden;
   embed.output_elems = sh;
   embed.saved_elems = sh + sh + 2 * d(c.seq) + mask;
@@ -281,6 +284,7 @@ ZooModel describe_gpt2(const Gpt2Config& c) {
   ZooLayer embed;
   embed.name = "embed";
   embed.kind = "embedding";
+  embed.float32_output = true;
   embed.params = (c.vocab + c.ctx) * c.dim;
   embed.output_elems = sd;
   embed.saved_elems = sd * (c.dropout > 0 ? 2 : 1);

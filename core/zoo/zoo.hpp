@@ -51,6 +51,11 @@ struct ZooLayer {
   double saved_elems = 0;     // per sample, output included
   double traffic_elems = 0;   // per sample: activation elements read and written by the forward
   bool dense_weights = true;  // forward reads every weight (false: an embedding gathers rows)
+  // Under bfloat16/float16 autocast the output stays float32: the layer ends by adding to a
+  // float32 residual stream or a float32 parameter (a transformer block's x + f(x), an embedding's
+  // positions; autocast lowers only matmuls and convolutions). Measured: every layer of ViT, BERT
+  // and GPT-2 but the head hands on 4-byte elements in a bfloat16 profile.
+  bool float32_output = false;
 };
 
 struct ZooEdge {
