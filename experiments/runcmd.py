@@ -1,7 +1,9 @@
 """What the scripts of experiments/ share: their common command line, and one command of a script:
 run it, return its standard output, or end the script with the command and its error output."""
 import argparse
+import csv
 import os
+import statistics
 import subprocess
 import sys
 
@@ -23,3 +25,17 @@ def sh(*args):
         script = os.path.splitext(os.path.basename(sys.argv[0]))[0]
         sys.exit(f"{script}: {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
     return r.stdout
+
+
+def median_worst(rows, key):
+    """The median and the largest |rows[i][key]|."""
+    values = [abs(r[key]) for r in rows]
+    return statistics.median(values), max(values)
+
+
+def write_csv(path, rows):
+    """`rows` (dicts with the same keys) as a CSV file with a header."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)

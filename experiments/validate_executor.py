@@ -29,14 +29,13 @@ the median and worst |error| over all runs, each point's error beside its noise 
 measured median steps of its kept rounds land apart, +- half the range). Exit status 0; 3 when the targets (median <= 5%,
 worst <= 10%) are missed, so a script can tell.
 """
-import csv
 import json
 import os
 import statistics
 import sys
 import tempfile
 
-from runcmd import arg_parser, sh
+from runcmd import arg_parser, median_worst, sh, write_csv
 
 
 def iteration_time(path, key):
@@ -169,15 +168,10 @@ def main():
                           f"(without cold starts {r['error_no_cold_pct']:+6.1f}%)  "
                           f"cores {r['core_slowdown']}  rounds {r['round_errors_pct']} "
                           f"({r['steady_rounds']} of {r['rounds']} steady)", flush=True)
-    errors = [abs(r["error_pct"]) for r in rows]
-    median, worst = statistics.median(errors), max(errors)
-    warm = [abs(r["error_no_cold_pct"]) for r in rows]
-    warm_median, warm_worst = statistics.median(warm), max(warm)
+    median, worst = median_worst(rows, "error_pct")
+    warm_median, warm_worst = median_worst(rows, "error_no_cold_pct")
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "validation.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(args.out, "validation.csv"), rows)
     with open(os.path.join(args.out, "validation.md"), "w") as f:
         f.write("| model | schedule | M | predicted | measured | error | noise band | without cold starts |\n"
                 "|---|---|---|---|---|---|---|---|\n")

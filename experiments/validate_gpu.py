@@ -26,7 +26,6 @@ Usage: experiments/validate_gpu.py --pipetwin build-gpu/pipetwin --out DIR [--de
 Writes DIR/validation.csv and DIR/validation.md; exit 0, or 3 when the targets (median |error|
 <= 5%, worst <= 10%) are missed, so a script can tell.
 """
-import csv
 import glob
 import json
 import os
@@ -36,7 +35,7 @@ import tarfile
 import tempfile
 import time
 
-from runcmd import HERE, arg_parser, sh
+from runcmd import HERE, arg_parser, median_worst, sh, write_csv
 
 
 def load(path):
@@ -144,13 +143,9 @@ def action_errors(cmp):
 
 
 def write_tables(args, rows):
-    errors = [abs(r["error_pct"]) for r in rows]
-    median, worst = statistics.median(errors), max(errors)
+    median, worst = median_worst(rows, "error_pct")
     mem = [abs(r["memory_error_pct"]) for r in rows]
-    with open(os.path.join(args.out, "validation.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(os.path.join(args.out, "validation.csv"), rows)
     with open(os.path.join(args.out, "validation.md"), "w") as f:
         f.write("| model | schedule | K | M | predicted | measured | error | noise band | peak memory "
                 "(pred / meas) | per action kind (median over stages) |\n|---|---|---|---|---|---|---|---|---|---|\n")
