@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "exec/platform/cuda_device.hpp"
+#include "exec/platform/host.hpp"
 #include "exec/platform/memory_tracker.hpp"
 
 namespace pipetwin::exec {
@@ -103,7 +104,9 @@ std::unique_ptr<Device> make_device(const std::string& where, int slot) {
     throw InputError(fmt::format("--device: {} asked for, but only {} GPU(s) are visible (0 .. {})",
                                  where, count, count - 1));
   }
-  return make_cuda_device(index >= 0 ? index : slot % count);
+  std::unique_ptr<Device> gpu = make_cuda_device(index >= 0 ? index : slot % count);
+  start_autograd_workers(gpu->torch_device());  // before any stage thread is pinned (host.hpp)
+  return gpu;
 }
 
 std::string resolve_device(const std::string& where) {

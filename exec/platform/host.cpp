@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <mutex>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 namespace pipetwin::exec {
 
@@ -61,6 +64,22 @@ void pin_to_core(int core) {
       return;
     }
   }
+}
+
+void start_autograd_workers(const c10::Device& device) {
+  static std::once_flag once;
+  std::call_once(once, [&device] {
+    cpu_set_t mine;
+    const bool got = pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) == 0;
+    pthread_setaffinity_np(pthread_self(), sizeof(kAllowed), &kAllowed);
+    {
+      const at::AutoGradMode grad(true);
+      const at::Tensor x =
+          at::ones({1}, at::TensorOptions().device(device)).set_requires_grad(true);
+      (x * 2).sum().backward();
+    }
+    if (got) pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
+  });
 }
 
 void configure_transfer_thread() {

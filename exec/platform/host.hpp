@@ -10,9 +10,12 @@
 // keeps every thread in glibc's main arena (a thread arena unmaps a heap that empties: 27x on
 // one layer, host.cpp); call it before threads allocate (the CLI does at start).
 //
-// Thread-safety: configure_compute_thread() affects the calling thread only; tune_malloc() is
-// process-wide and idempotent, call it before starting stage threads.
+// Thread-safety: configure_compute_thread() affects the calling thread only; tune_malloc() and
+// start_autograd_workers() are process-wide and idempotent, call them before starting stage
+// threads.
 #pragma once
+
+#include <c10/core/Device.h>
 
 namespace pipetwin::exec {
 
@@ -28,6 +31,16 @@ void pin_to_core(int core);
 // next stage idle. Older kernels ignore the request.
 inline constexpr unsigned long kTransferSliceNs = 100'000;
 void configure_transfer_thread();
+
+// LibTorch's autograd engine runs the backward of GPU tensors on one worker thread per GPU, which
+// it starts at the process's first backward, from whichever thread runs it, and a thread inherits
+// its creator's CPU affinity: started by a pinned stage thread, the worker that runs every stage's
+// backward on the GPU would share that stage's core with its forwards. (On an H200, ViT-B/16
+// under 1F1B on two stream sets: stage 0's backward took 27 ms beside stage 1's forward, 8.5 ms
+// alone, and that forward 15 ms against 10.) Starts the workers now with all the cores this process
+// may use, whatever the calling thread's own affinity, which it keeps. Once per process; a backward
+// of one element on `device`.
+void start_autograd_workers(const c10::Device& device);
 
 // Number of cores this process may run on (at least 1).
 int usable_cores();
