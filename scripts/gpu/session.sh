@@ -66,7 +66,7 @@ build_step() {
 # Runs the CUDA tests; where the binary dies (a signal), the first unfinished test again under
 # cuda-gdb for its backtrace.
 check_tests() {
-  local filter='*Cuda*:CpuDevice.*:MakeDevice.*:DeviceCli.*:CatalogNameForGpu.*'
+  local filter='*Cuda*:CpuDevice.*:MakeDevice.*:DeviceCli.*:DtypeCli.*:CatalogNameForGpu.*:Host.*:BatchSource.*'
   local rc=0
   timeout "$limit" build-gpu/tests/exec_tests --gtest_filter="$filter" >"$out/check.log" 2>&1 ||
     rc=$?
