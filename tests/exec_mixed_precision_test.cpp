@@ -150,14 +150,17 @@ TEST(Bfloat16Boundary, ActivationsCrossInBfloat16AndGradientsComeBackSo) {
   EXPECT_EQ(session.value_like(boundary).scalar_type(), at::kBFloat16);
   // A forward under autocast produces it in bfloat16 (2 bytes an element) ...
   const at::Tensor x = session.data().input(0, 0, 0);
-  const auto outs = first->forward(100, first->current_version(), {x}, true, at::Tensor());
+  const auto outs =
+      first->forward(100, first->current_version(), {x},
+                     exec::ForwardKeep::with_graph(first->current_version()), at::Tensor());
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].scalar_type(), at::kBFloat16);
   EXPECT_EQ(outs[0].element_size(), 2);
   // ... the next stage's backward returns the input gradient in the activation's dtype, and the
   // weights' gradients it accumulates stay float32.
   const at::Tensor target = session.data().target(0, 0, 0);
-  last->forward(100, last->current_version(), {outs[0]}, true, target);
+  last->forward(100, last->current_version(), {outs[0]},
+                exec::ForwardKeep::with_graph(last->current_version()), target);
   const auto grads = last->backward(100, last->current_version(), {}, nullptr);
   ASSERT_EQ(grads.size(), 1u);
   EXPECT_EQ(grads[0].scalar_type(), at::kBFloat16);

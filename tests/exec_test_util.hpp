@@ -142,6 +142,9 @@ inline exec::ExecOptions float64_options(int iterations) {
   o.optimizer.momentum = 0.9;
   o.pin_threads = false;
   o.timeout = std::chrono::seconds(60);
+  // Every run of the tests asserts that the stages hold what the liveness walk says
+  // (exec/runtime/liveness_check.hpp).
+  o.check_liveness = true;
   return o;
 }
 

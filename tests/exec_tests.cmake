@@ -9,6 +9,8 @@ pipetwin_add_test(exec_tests
   exec_train_loop_test.cpp
   exec_checkpoint_test.cpp
   exec_fault_test.cpp
+  exec_data_test.cpp
+  exec_host_test.cpp
   exec_elastic_test.cpp
   exec_autocache_test.cpp
   exec_skip_test.cpp
@@ -17,6 +19,7 @@ pipetwin_add_test(exec_tests
   exec_mixed_precision_test.cpp
   exec_transport_test.cpp
   exec_control_plane_test.cpp
+  exec_liveness_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)
 # The ThreadSanitizer build (scripts/sanitize.sh tsan) needs only the in-process threaded suites:
 # a binary of their two files keeps that second LibTorch build short.

@@ -4,7 +4,7 @@
 // read off the schedule alone (list order, no timing) and shared by the memory walk
 // (core/memory.hpp adds bytes to it), the choice of in-place or new-buffer optimizer steps
 // (core/schedule/weight_versions.hpp) and the executor, which can assert at every action that it
-// holds exactly what this walk says (exec/runtime/stage.cpp, exec/runtime/worker.cpp).
+// holds exactly what this walk says (exec/runtime/liveness_check.hpp).
 //
 // The rule, per device, in its list order (the compute stream keeps that order; docs/design.md
 // "The schedule IR"), for every (stage, micro-batch) of the device:

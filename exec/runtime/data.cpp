@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "exec/platform/memory_tracker.hpp"
 #include "models/dataset.hpp"
 #include "models/layered_model.hpp"
 
@@ -21,23 +22,40 @@ void BatchSource::forget_steps() {
   cache_.clear();
 }
 
+void BatchSource::drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [step, batch] : cache_) batch.wait();
+}
+
 at::Tensor BatchSource::example_input() {
   return slice(example_batch().first, 0, 0);
 }
 
-std::pair<at::Tensor, at::Tensor> BatchSource::cached(int step) {
-  std::lock_guard<std::mutex> lock(mu_);
+std::shared_future<BatchSource::Batch> BatchSource::request(int step, std::launch how) {
   auto it = cache_.find(step);
   if (it != cache_.end()) return it->second;
-  auto batch = mini_batch(step);
-  if (batch.first.size(0) != samples_) {
-    throw std::logic_error(fmt::format("mini-batch {} has {} samples, expected {}", step,
-                                       batch.first.size(0), samples_));
-  }
   // Stages run at most a few steps apart: keep a small window.
   while (cache_.size() > 16) cache_.erase(cache_.begin());
-  cache_[step] = batch;
-  return batch;
+  auto made = std::async(how, [this, step] {
+    const MemoryTracker::ScopedDevice on_host(-1);  // host memory, not a stage's
+    Batch batch = mini_batch(step);
+    if (batch.first.size(0) != samples_) {
+      throw std::logic_error(fmt::format("mini-batch {} has {} samples, expected {}", step,
+                                         batch.first.size(0), samples_));
+    }
+    return batch;
+  });
+  return cache_[step] = made.share();
+}
+
+BatchSource::Batch BatchSource::cached(int step) {
+  std::shared_future<Batch> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch = request(step, std::launch::deferred);
+    if (prefetch_) request(step + 1, std::launch::async);
+  }
+  return batch.get();  // a deferred batch is made by its first reader; the others wait for it
 }
 
 at::Tensor BatchSource::slice(const at::Tensor& t, int replica, int micro) const {
@@ -59,6 +77,7 @@ namespace {
 class Synthetic : public BatchSource {
  public:
   Synthetic(const models::LayeredModel& model, uint64_t seed) : model_(model), seed_(seed) {}
+  ~Synthetic() override { drain(); }
   std::pair<at::Tensor, at::Tensor> mini_batch(int step) override {
     const uint64_t s = seed_ * 1000003ULL + static_cast<uint64_t>(step);
     const int n = samples_per_step();
@@ -78,6 +97,7 @@ class Digits : public BatchSource {
     inputs_ = float64 && d.inputs.is_floating_point() ? d.inputs.to(at::kDouble) : d.inputs;
     labels_ = d.labels;
   }
+  ~Digits() override { drain(); }
   std::pair<at::Tensor, at::Tensor> mini_batch(int step) override {
     // Samples step*B .. step*B + B - 1 of the endless sequence of seeded epochs.
     const int64_t n = labels_.size(0);

@@ -56,6 +56,12 @@ struct ExecOptions {
   bool warmup = true;        // one untimed forward/backward per stage before the clock starts
   // Record each optimizer step's per-layer gradient norms (StageRuntime; the elastic trainer).
   bool track_gradient_norms = false;
+  // After every compute action, check that the stages hold what the schedule's liveness walk says
+  // (exec/runtime/liveness_check.hpp); a difference fails the run. Off in runs, on in tests.
+  bool check_liveness = false;
+  // With check_liveness: check against the walk of this schedule (same shape) instead of the
+  // plan's own; a test of the check names another one to see it fail. Empty: the plan's.
+  std::string check_liveness_against;
 };
 
 struct ExecResult {

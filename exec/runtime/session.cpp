@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/schedule/liveness.hpp"
 #include "exec/platform/host.hpp"
 #include "exec/platform/memory_tracker.hpp"
 #include "exec/runtime/autocast.hpp"
@@ -173,13 +174,28 @@ void check_precision(const Plan& plan, const ExecOptions& opt, const PipelineSha
 
 }  // namespace
 
-// The schedule of one window length, compiled once.
+// The schedule of one window length, compiled once, with its liveness walk (what each device
+// keeps alive, core/schedule/liveness.hpp) and, with ExecOptions::check_liveness, the walk the
+// stages are checked against.
 struct PipelineSession::Program {
-  Program(const Plan& plan, int steps)
+  Program(const Plan& plan, const ExecOptions& opt, int steps)
       : ctx(plan, steps),
-        cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule) {}
+        cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule),
+        liveness(cs) {
+    if (!opt.check_liveness) return;
+    check = &liveness;
+    if (opt.check_liveness_against.empty()) return;
+    other = std::make_unique<CompiledSchedule>(make_schedule(opt.check_liveness_against, ctx.shape),
+                                               "schedule " + opt.check_liveness_against);
+    other_liveness = std::make_unique<Liveness>(*other);
+    check = other_liveness.get();
+  }
   PlanContext ctx;
   CompiledSchedule cs;
+  Liveness liveness;
+  std::unique_ptr<CompiledSchedule> other;  // check_liveness_against's schedule
+  std::unique_ptr<Liveness> other_liveness;
+  const Liveness* check = nullptr;
 };
 
 PipelineSession::PipelineSession(const Plan& plan, const ExecOptions& opt, ControlPlane& control,
@@ -235,10 +251,12 @@ void PipelineSession::build(std::shared_ptr<BatchSource> data, const TransportFa
   build_transport(transport);
   if (data) {
     data_ = std::move(data);
-  } else if (opt.data == "synthetic") {
-    data_ = synthetic_batches(*model_, plan.batch_size, opt.seed, opt.float64);
   } else {
-    data_ = digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
+    data_ =
+        opt.data == "synthetic"
+            ? synthetic_batches(*model_, plan.batch_size, opt.seed, opt.float64)
+            : digits_batches(plan.batch_size, opt.seed, opt.data == "digits-tokens", opt.float64);
+    data_->set_prefetch(autocast_device_type(opt.device) == at::kCUDA);  // data.hpp
   }
   data_->configure(plan.batch_size, plan.dp, plan.chunks);
   const bool on_cpu = autocast_device_type(opt.device) == at::kCPU;
@@ -253,7 +271,7 @@ PipelineSession::~PipelineSession() = default;
 const PipelineSession::Program& PipelineSession::program(int steps) {
   auto it = programs_.find(steps);
   if (it == programs_.end()) {
-    it = programs_.emplace(steps, std::make_unique<Program>(plan_, steps)).first;
+    it = programs_.emplace(steps, std::make_unique<Program>(plan_, options_, steps)).first;
   }
   return *it->second;
 }
@@ -340,6 +358,8 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   result.step_loss_sum.assign(static_cast<size_t>(steps), 0.0);
   WorkerShared shared;
   shared.schedule = &prog.cs;
+  shared.liveness = &prog.liveness;
+  shared.check = prog.check;
   shared.context = &prog.ctx;
   shared.board = &board;
   shared.transport = transport_.get();

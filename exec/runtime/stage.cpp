@@ -205,7 +205,7 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
 }
 
 std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<at::Tensor> inputs,
-                                              bool keep_graph, const at::Tensor& target,
+                                              const ForwardKeep& keep, const at::Tensor& target,
                                               bool past_frozen) {
   if (version != current_) {
     throw std::runtime_error(
@@ -219,6 +219,11 @@ std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<a
                     "stage reads {}",
                     spec_.stage, mb, inputs.size(), spec_.inputs.size()));
   }
+  if (keep.graph && keep.pinned_version != version) {
+    throw std::logic_error(
+        fmt::format("stage {}: forward of micro-batch {} keeps a graph on version {} but pins {}",
+                    spec_.stage, mb, version, keep.pinned_version));
+  }
   Slot& slot = slot_of(version, "forward", mb);
   last_used_ = slot.version;
   auto m = std::make_unique<MicroBatch>();
@@ -228,20 +233,21 @@ std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<a
   m->target = target;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
-  run(slot, *m, keep_graph);
+  run(slot, *m, keep.graph);
   std::vector<at::Tensor> outs;
   for (const auto& o : m->outs) outs.push_back(o.detach());
-  if (keep_graph) {
+  if (keep.graph) {
     if (spec_.last) {
       const double scale = spec_.loss_scale * (scaler_ ? scaler_->scale() : 1.0);
       loss_sum_ += (m->loss / scale).item<double>();
     }
     m->graph_version = version;
-    ++slot.refs;
   } else {
     m->outs.clear();
     m->loss = at::Tensor();
   }
+  if (keep.pinned_version >= 0) pin(keep.pinned_version, "forward", mb);
+  m->pinned_version = keep.pinned_version;
   in_flight_[mb] = std::move(m);
   return outs;
 }
@@ -253,14 +259,21 @@ void StageRuntime::recompute(int mb, int version) {
         fmt::format("stage {}: recompute of micro-batch {} before its forward", spec_.stage, mb));
   }
   MicroBatch& m = *it->second;
-  if (m.graph_version >= 0) release(m.graph_version);
   Slot& slot = slot_of(version, "recompute", mb);
   last_used_ = slot.version;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
   run(slot, m, true);
   m.graph_version = version;
-  ++slot.refs;
+  // The new pin before the old one goes: a stash the forward pinned for this recompute is the
+  // same version, and must not be freed in between.
+  pin(version, "recompute", mb);
+  if (m.pinned_version >= 0) release(m.pinned_version);
+  m.pinned_version = version;
+}
+
+void StageRuntime::pin(int version, const char* who, int mb) {
+  ++slot_of(version, who, mb).refs;
 }
 
 void StageRuntime::release(int version) {
@@ -431,6 +444,14 @@ double StageRuntime::take_loss_sum() {
 
 int StageRuntime::live_versions() const {
   return static_cast<int>(slots_.size());
+}
+
+StageHolding StageRuntime::holding() const {
+  StageHolding h;
+  for (const auto& [mb, m] : in_flight_)
+    h.micro_batches.push_back({mb, m->graph_version, m->pinned_version});
+  for (const auto& [v, slot] : slots_) h.versions.push_back({v, v == current_, slot->refs});
+  return h;
 }
 
 at::Tensor StageRuntime::run_frozen(Slot& slot, at::Tensor x, int from, int to) {

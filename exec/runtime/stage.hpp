@@ -4,6 +4,8 @@
 //   forward(mb, v)     run the layers on the weights of version v (the current ones). With a
 //                      later recompute it runs without autograd and keeps only the inputs
 //                      (checkpointing: torchgpipe Section 2.1); otherwise it keeps the graph.
+//                      What it keeps and which version it pins come from the caller (ForwardKeep),
+//                      which reads them off the liveness walk (core/schedule/liveness.hpp).
 //   recompute(mb, v)   run again with autograd from the kept inputs, on version v's weights
 //   backward(mb, v)    back-propagate the received output gradients (and the loss on the last
 //                      stage) through the graph built on version v; return the input gradients
@@ -13,10 +15,12 @@
 // connections a stage may read several tensors (its predecessor's output, an encoder feature from
 // stages back) and send several; every layer reads its main input (the previous layer's output) and
 // its skip input from what the stage received or computed. Weight versions: a version's weights
-// stay alive while a micro-batch that read them in forward is not yet backwarded (PipeDream's
-// weight stashing); the step then writes the new version into another instance of the layers. When
-// nothing references the current weights (synchronous schedules, FTPipe, Features Replay), the step
-// updates them in place.
+// stay alive while a micro-batch pins them — from the forward or recompute that built its graph on
+// them, or from a checkpointed forward whose recompute will read them (PipeDream's weight stashing
+// under checkpointing), until its backward; the step then writes the new version into another
+// instance of the layers. When nothing pins the current weights (synchronous schedules, FTPipe,
+// Features Replay), the step updates them in place. This is the rule of core/schedule/liveness.hpp,
+// and holding() lists what the stage keeps so the executor can check it against that walk.
 //
 // Gradients of all versions accumulate into one set of tensors (shared as .grad by every
 // instance), which is what the all-reduce sums and the optimizer reads; the loss of a micro-batch
@@ -61,6 +65,7 @@
 // them), or from the trainer's thread between schedules.
 #pragma once
 
+#include <compare>
 #include <functional>
 #include <map>
 #include <memory>
@@ -105,6 +110,35 @@ struct StageSpec {
   LossScalerConfig loss_scaler;
 };
 
+// What a forward keeps until its micro-batch's recompute or backward, as the liveness walk says
+// (core/schedule/liveness.hpp: Liveness::keeps_graph and pinned_after_forward).
+struct ForwardKeep {
+  bool graph = true;        // the graph (saved activations); false: only the inputs
+  int pinned_version = -1;  // weight version kept alive for the micro-batch; -1: none
+  // A forward that keeps its graph pins the version it runs on (the graph references it).
+  static ForwardKeep with_graph(int version) { return {true, version}; }
+};
+
+// What a stage holds now, in the terms of the liveness walk (core/schedule/liveness.hpp's
+// LiveMicroBatch and LiveVersion), for the executor's check against it.
+struct HeldMicroBatch {
+  int micro_batch = -1;
+  int graph_version = -1;   // the version its graph was built on; -1: no graph
+  int pinned_version = -1;  // the version it keeps alive; -1: none
+  auto operator<=>(const HeldMicroBatch&) const = default;
+};
+struct HeldVersion {
+  int version = -1;
+  bool current = false;
+  int pins = 0;  // micro-batches in flight that pin it
+  auto operator<=>(const HeldVersion&) const = default;
+};
+struct StageHolding {
+  std::vector<HeldMicroBatch> micro_batches;  // ascending
+  std::vector<HeldVersion> versions;          // ascending
+  bool operator==(const StageHolding&) const = default;
+};
+
 // "[32, 16]": a tensor's shape for messages.
 std::string shape_of(const at::Tensor& t);
 
@@ -126,8 +160,10 @@ class StageRuntime {
   // Returns the outputs (detached), in spec().outputs order. `past_frozen`: inputs[0] is the
   // output of the stage's frozen prefix already (F_frozen).
   std::vector<at::Tensor> forward(int mb, int version, std::vector<at::Tensor> inputs,
-                                  bool keep_graph, const at::Tensor& target,
+                                  const ForwardKeep& keep, const at::Tensor& target,
                                   bool past_frozen = false);
+  // Rebuilds the graph on version v, which the micro-batch pins from now on instead of what its
+  // forward pinned.
   void recompute(int mb, int version);
   // `grad_outputs`: per output, the gradient summed over the stages that read it (undefined: none
   // reached it). Returns per input the gradient (zeros where none flowed; undefined for the model
@@ -181,6 +217,8 @@ class StageRuntime {
   // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage).
   double take_loss_sum();
   int live_versions() const;
+  // Micro-batches in flight and weight versions alive (see StageHolding).
+  StageHolding holding() const;
 
  private:
   struct Slot;
@@ -199,6 +237,7 @@ class StageRuntime {
                                             const std::function<void(int)>& on_layer_done);
   at::Tensor run_frozen(Slot& slot, at::Tensor x, int from = 0, int to = -1);
   void record_gradient_norms();
+  void pin(int version, const char* who, int mb);
   void release(int version);
   void skip_step(Slot& cur, int new_version);
 

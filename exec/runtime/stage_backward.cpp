@@ -38,7 +38,7 @@ std::vector<at::Tensor> StageRuntime::backward(int mb, int version,
   }
   last_used_ = slots_.at(m.graph_version)->version;
   std::vector<at::Tensor> grads = backprop(m, grad_outputs, on_layer_done);
-  release(m.graph_version);
+  if (m.pinned_version >= 0) release(m.pinned_version);
   in_flight_.erase(it);
   return grads;
 }

@@ -18,7 +18,7 @@ struct StageRuntime::Slot {
   int version = 0;
   std::vector<torch::nn::AnyModule> layers;
   std::vector<at::Tensor> params;
-  int refs = 0;  // micro-batches whose autograd graph uses these weights
+  int refs = 0;  // micro-batches that pin these weights (stage.hpp "Weight versions")
 };
 
 struct StageRuntime::MicroBatch {
@@ -34,6 +34,7 @@ struct StageRuntime::MicroBatch {
   std::vector<at::Tensor> outs;  // the outputs, with graph
   at::Tensor loss;               // the last stage's scaled loss, with graph
   int graph_version = -1;        // weights the graph was built on; -1: no graph
+  int pinned_version = -1;       // weights it keeps alive; -1: none
 };
 
 }  // namespace pipetwin::exec

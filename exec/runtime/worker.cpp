@@ -80,13 +80,7 @@ DeviceWorker::DeviceWorker(int device, Device& hardware, WorkerShared& shared,
       shared_(shared),
       stages_(std::move(stages)),
       fault_(shared.fault) {
-  const auto& cs = *shared_.schedule;
-  for (int s = 0; s < kStreamsPerDevice; ++s) {
-    for (int32_t id : cs.stream_actions(id_ * kStreamsPerDevice + s)) {
-      const Action& a = cs.action(id);
-      if (a.op == Op::kRecompute) recomputed_.insert({a.stage, a.micro_batch});
-    }
-  }
+  if (shared_.check) check_ = std::make_unique<LivenessCheck>(*shared_.check, id_);
 }
 
 DeviceWorker::~DeviceWorker() {
@@ -117,25 +111,6 @@ std::vector<MemorySample> DeviceWorker::take_memory() {
   return std::move(memory_);
 }
 
-int DeviceWorker::graphs_in_flight(int stage) const {
-  // Graphs a stage holds at once: forwards that keep theirs and recomputes add one, backwards
-  // release one.
-  const auto& cs = *shared_.schedule;
-  int held = 0, most = 0;
-  for (int32_t id :
-       cs.stream_actions(id_ * kStreamsPerDevice + static_cast<int>(StreamKind::kCompute))) {
-    const Action& a = cs.action(id);
-    if (a.stage != stage) continue;
-    if (a.op == Op::kRecompute ||
-        (a.op == Op::kForward && !recomputed_.count({a.stage, a.micro_batch}))) {
-      most = std::max(most, ++held);
-    } else if (a.op == Op::kBackward) {
-      --held;
-    }
-  }
-  return most;
-}
-
 void DeviceWorker::warm_up() {
   // The first run of an operator pays for allocator growth, thread-pool start and cold caches;
   // a real run's first iteration would show it. Run each stage once, untimed, and discard it.
@@ -151,7 +126,7 @@ void DeviceWorker::warm_up() {
     }
     if (st->spec().last)
       target = copy_to_device(device_, [&] { return shared_.data->target(step, replica_, 0); });
-    st->warm_up(inputs, target, graphs_in_flight(stage));
+    st->warm_up(inputs, target, most_graphs(*shared_.liveness, id_, stage));
   }
   device_.synchronize();  // the clock's zero mark must find the compute lane idle
 }
@@ -188,6 +163,8 @@ void DeviceWorker::run_stream(StreamKind stream) {
       shared_.board->wait_dependencies(id);
       shared_.abort->check();
       execute(id);
+      if (check_ && stream == StreamKind::kCompute)
+        check_->after(cs.ref(id).index, cs.action(id), stages_);
       shared_.board->mark_done(id);
     }
   } catch (const Aborted&) {
@@ -217,7 +194,7 @@ void DeviceWorker::execute(int id) {
   const std::unique_ptr<Mark> begin = device_.mark();
   switch (a.op) {
     case Op::kForward:
-      forward(a);
+      forward(id, a);
       break;
     case Op::kRecompute:
       stages_.at(a.stage)->recompute(a.micro_batch, a.version);
@@ -302,7 +279,7 @@ size_t index_in(const std::vector<int>& v, int x) {
 
 }  // namespace
 
-void DeviceWorker::forward(const Action& a) {
+void DeviceWorker::forward(int id, const Action& a) {
   // Each incoming stage edge brings the tensors of its producers (exec/runtime/stage_io.hpp); they
   // land in the stage's inputs by producer. The model input comes from the data (or F_frozen).
   const auto& sh = shared_.schedule->shape();
@@ -334,9 +311,11 @@ void DeviceWorker::forward(const Action& a) {
   if (spec.last)
     target =
         copy_to_device(device_, [&] { return shared_.data->target(global_step, replica_, micro); });
-  const bool keep_graph = recomputed_.count({a.stage, a.micro_batch}) == 0;
+  // What it keeps until its recompute or backward is the liveness walk's rule.
+  const ForwardKeep keep{.graph = shared_.liveness->keeps_graph(id),
+                         .pinned_version = shared_.liveness->pinned_after_forward(id)};
   const std::vector<at::Tensor> outs =
-      st->forward(a.micro_batch, a.version, std::move(inputs), keep_graph, target, f_frozen);
+      st->forward(a.micro_batch, a.version, std::move(inputs), keep, target, f_frozen);
   for (const auto& e : sh.edges) {
     if (e.from != a.stage) continue;
     std::vector<at::Tensor> bundle;

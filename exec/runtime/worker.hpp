@@ -15,6 +15,12 @@
 // AutoCache on, per sample through the machine's ActivationStore
 // (exec/runtime/activation_store.hpp).
 //
+// What each forward keeps — its graph or only its inputs, and the weight version it pins — is read
+// off the schedule's liveness walk (core/schedule/liveness.hpp), the same walk the memory model
+// reads; the warm-up holds as many graphs at once as the walk says the stage will. With a check
+// walk in WorkerShared, every compute action is followed by a check that the stages hold exactly
+// what that walk says (exec/runtime/liveness_check.hpp).
+//
 // A failure in any thread raises the AbortSignal with the device, action and reason; every other
 // thread then stops at its next wait.
 //
@@ -26,19 +32,20 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "core/plan.hpp"
 #include "core/schedule/compiled.hpp"
+#include "core/schedule/liveness.hpp"
 #include "core/timeline.hpp"
 #include "exec/platform/device.hpp"
 #include "exec/platform/transport.hpp"
 #include "exec/runtime/board.hpp"
 #include "exec/runtime/data.hpp"
 #include "exec/runtime/fault.hpp"
+#include "exec/runtime/liveness_check.hpp"
 #include "exec/runtime/loss_scaler.hpp"
 #include "exec/runtime/stage.hpp"
 #include "exec/runtime/stage_io.hpp"
@@ -65,6 +72,11 @@ class StartGate {
 // What all workers of a process share.
 struct WorkerShared {
   const CompiledSchedule* schedule = nullptr;
+  // The schedule's liveness walk: what each forward keeps and pins (core/schedule/liveness.hpp).
+  const Liveness* liveness = nullptr;
+  // The walk the stages are checked against after every compute action (null: no check); the
+  // schedule's own, or another in a test of the check.
+  const Liveness* check = nullptr;
   const PlanContext* context = nullptr;
   Board* board = nullptr;
   Transport* transport = nullptr;
@@ -111,7 +123,7 @@ class DeviceWorker {
   void run_stream(StreamKind stream);
   void warm_up();
   void execute(int id);
-  void forward(const Action& a);
+  void forward(int id, const Action& a);
   void backward(int id, const Action& a);
   void send(const Action& a);
   void recv(const Action& a);
@@ -133,8 +145,7 @@ class DeviceWorker {
   WorkerShared& shared_;
   std::map<int, StageRuntime*> stages_;
   Fault fault_;
-  int graphs_in_flight(int stage) const;
-  std::set<std::pair<int, int>> recomputed_;  // (stage, micro-batch) with a Recompute action
+  std::unique_ptr<LivenessCheck> check_;  // with WorkerShared::check; the compute thread's
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::map<Key, std::vector<at::Tensor>> exchange_;  // a stage edge's tensors (one reader)
