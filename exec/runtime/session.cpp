@@ -347,16 +347,8 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
   }
 }
 
-WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup) {
-  abort_.check();
-  const Program& prog = program(steps);
-  const int M = shape_.micro_batches;
-  for (auto& rt : runtimes_) rt->begin_window(static_cast<int64_t>(first_step) * M);
-  Board board(prog.cs, abort_);
-  std::mutex loss_mu;
-  WindowResult result;
-  result.step_loss_sum.assign(static_cast<size_t>(steps), 0.0);
-  WorkerShared shared;
+void PipelineSession::share(WorkerShared& shared, const Program& prog, Board& board,
+                            int first_step, bool warmup) {
   shared.schedule = &prog.cs;
   shared.liveness = &prog.liveness;
   shared.check = prog.check;
@@ -373,6 +365,19 @@ WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup)
   shared.first_step = first_step;
   shared.rank = rank_;
   shared.fault = fault_;
+}
+
+WindowResult PipelineSession::run_window(int first_step, int steps, bool warmup) {
+  abort_.check();
+  const Program& prog = program(steps);
+  const int M = shape_.micro_batches;
+  for (auto& rt : runtimes_) rt->begin_window(static_cast<int64_t>(first_step) * M);
+  Board board(prog.cs, abort_);
+  std::mutex loss_mu;
+  WindowResult result;
+  result.step_loss_sum.assign(static_cast<size_t>(steps), 0.0);
+  WorkerShared shared;
+  share(shared, prog, board, first_step, warmup);
   std::unique_ptr<OverflowVote> vote;
   if (!runtimes_.empty() && runtimes_.front()->loss_scaler()) {
     vote = std::make_unique<OverflowVote>(static_cast<int>(runtimes_.size()), abort_);

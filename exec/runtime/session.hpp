@@ -55,7 +55,9 @@ struct LayeredModel;
 
 namespace pipetwin::exec {
 
+class Board;
 class Distributed;
+struct WorkerShared;
 
 struct WindowResult {
   std::map<int, std::vector<TimelineEvent>> events;  // by hosted device, times from the start
@@ -115,6 +117,9 @@ class PipelineSession {
  private:
   struct Program;
   const Program& program(int steps);
+  // What every device worker of a window shares, but the window's gates, votes and callbacks.
+  void share(WorkerShared& shared, const Program& prog, Board& board, int first_step,
+             bool warmup);
   void build(std::shared_ptr<BatchSource> data, const TransportFactory& transport);
   void build_transport(const TransportFactory& factory);
   void build_runtimes(const PlanContext& ctx);
