@@ -1,6 +1,7 @@
 #include "core/zoo/analytic.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -47,15 +48,9 @@ double output_bytes(const ZooLayer& layer, double elem) {
 }  // namespace
 
 const char* pass_name(TaskPass pass) {
-  switch (pass) {
-    case TaskPass::forward:
-      return "fwd";
-    case TaskPass::backward:
-      return "bwd";
-    case TaskPass::step:
-      return "step";
-  }
-  return "?";
+  static constexpr std::array<const char*, 3> kNames{"fwd", "bwd", "step"};  // in TaskPass order
+  const auto i = static_cast<size_t>(pass);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
 double TaskOverheads::of(TaskPass pass) const {
