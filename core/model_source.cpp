@@ -51,8 +51,8 @@ std::vector<ShippedProfile> list_shipped_profiles(const std::string& dir) {
 
 namespace {
 
-// Shipped profiles of `model` in `dtype` (any when empty): the best measured one (preferring
-// `device`, then float32), and the best other.
+// Shipped profiles of `model` in `dtype` (float32 when empty): the best measured one (preferring
+// `device`), and the best other.
 struct ShippedMatch {
   const ShippedProfile* measured = nullptr;
   const ShippedProfile* other = nullptr;
@@ -60,8 +60,7 @@ struct ShippedMatch {
 
 bool better_than(const ShippedProfile& s, const ShippedProfile* best, const std::string& device) {
   if (!best) return true;
-  if ((s.device == device) != (best->device == device)) return s.device == device;
-  return s.dtype == "float32" && best->dtype != "float32";
+  return (s.device == device) && (best->device != device);
 }
 
 ShippedMatch find_shipped(const std::vector<ShippedProfile>& shipped, const ModelSpec& spec,
@@ -70,7 +69,9 @@ ShippedMatch find_shipped(const std::vector<ShippedProfile>& shipped, const Mode
   ShippedMatch m;
   for (const auto& s : shipped) {
     if (s.model != spec.to_string() && s.model != model) continue;
-    if (!dtype.empty() && s.dtype != dtype) continue;
+    // No dtype asked for is float32's: a profile measured under autocast stands for another
+    // training set-up, taken only when its dtype is asked for.
+    if (s.dtype != (dtype.empty() ? "float32" : dtype)) continue;
     const ShippedProfile*& best = s.source == "measured" ? m.measured : m.other;
     if (better_than(s, best, device)) best = &s;
   }

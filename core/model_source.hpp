@@ -14,8 +14,9 @@
 //   5. any other shipped profile of that name (e.g. an analytic one for another device).
 // The device is a DeviceSpec, or a name looked up in the default catalog (hardware/devices.json).
 //
-// ResolveOptions narrows it to a training precision and an optimizer. With a dtype, steps 3 and 5
-// consider only profiles in that dtype, step 1 refuses a file of another dtype, and step 4 builds
+// ResolveOptions narrows it to a training precision (float32 when none is given) and an optimizer.
+// Steps 3 and 5 consider only profiles in that dtype (a bfloat16 profile measured on a GPU is not
+// a float32 one scaled), step 1 refuses a file of another dtype, and step 4 builds
 // the analytic profile in it (with the efficiencies calibrated for that device and dtype,
 // <catalog>/efficiency/<device>-<dtype>.json, before <device>.json). With an optimizer, the
 // profile's optimizer state and step time are made that optimizer's (core/precision.hpp).
@@ -42,7 +43,7 @@ Profile resolve_profile(const std::string& model, const std::string& profile_pat
                         const DeviceSpec& device, const std::string& efficiency_file = "");
 
 struct ResolveOptions {
-  std::string dtype;      // empty: any (a measured profile first, else an analytic float32 one)
+  std::string dtype;      // empty: float32
   std::string optimizer;  // empty: as the profile states (analytic: adam)
   std::string efficiency_file;  // overrides the catalog's calibrated efficiencies
 };
