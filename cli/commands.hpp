@@ -26,6 +26,7 @@ void add_capacity_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_zoo_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_import_trace_command(CLI::App& app);
 // Verbs that need LibTorch; they say so when the build has none.
 void add_exec_commands(CLI::App& app);
 // The process's command line, for verbs that re-launch themselves (run --nproc).

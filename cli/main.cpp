@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   pipetwin::cli::add_report_command(app);
   pipetwin::cli::add_zoo_command(app);
   pipetwin::cli::add_calibrate_command(app);
+  pipetwin::cli::add_import_trace_command(app);
   pipetwin::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

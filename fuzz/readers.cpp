@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <utility>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "core/elastic/epoch_log.hpp"
 #include "core/elastic/freeze_trace.hpp"
 #include "core/elastic/transition_overheads.hpp"
+#include "core/error.hpp"
 #include "core/json_io.hpp"
 #include "core/metrics.hpp"
 #include "core/model_spec.hpp"
@@ -22,6 +24,7 @@
 #include "core/schedule/schedule.hpp"
 #include "core/synthetic.hpp"
 #include "core/timeline.hpp"
+#include "core/trace_import/import.hpp"
 #include "sim/capacity.hpp"
 #include "sim/reproduce/reproduce.hpp"
 #include "sim/sweep/grid.hpp"
@@ -147,6 +150,20 @@ void read_report_csv(std::string_view bytes) {
   (void)report::parse_csv(bytes, "fuzz.report.csv");
 }
 
+// A PyTorch profiler trace as `pipetwin import-trace` reads it (core/trace_import/). The profile
+// it makes must be one pipetwin reads back: a refusal there is the importer's bug, not the input's.
+void read_import_trace(std::string_view bytes) {
+  const Json doc = parse_json_text(bytes, "fuzz.kineto.json");
+  const auto r = trace_import::import_traces(
+      {trace_import::parse_kineto_trace(doc, "fuzz.kineto.json")}, trace_import::ImportOptions{});
+  const Json written = profile_to_json(r.profile);
+  try {
+    (void)profile_from_json(JsonView(written, "imported profile"));
+  } catch (const InputError& e) {
+    throw std::logic_error(std::string("import-trace made a profile it cannot read: ") + e.what());
+  }
+}
+
 const std::pair<const char*, Reader> kReaders[] = {
     {"profile", read_profile},
     {"cluster", read_cluster},
@@ -163,6 +180,7 @@ const std::pair<const char*, Reader> kReaders[] = {
     {"transition_overheads", read_transition_overheads},
     {"reference_table", read_reference_table},
     {"report_csv", read_report_csv},
+    {"import_trace", read_import_trace},
 };
 
 }  // namespace

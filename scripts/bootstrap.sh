@@ -12,7 +12,7 @@ CORE_PKGS=(
 )
 FULL_PKGS=(
   libtorch-dev libgloo-dev libopenblas0-pthread
-  python3-sklearn
+  python3-sklearn python3-torch
   jupyter-nbconvert python3-ipykernel python3-matplotlib python3-pandas
   chromium
   clang libclang-rt-14-dev

@@ -1,0 +1,266 @@
+// import-trace on hand-made Kineto traces (tests/data/traces/make_fixtures.py writes them; its
+// durations are chosen so that every figure below can be worked out by hand).
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "core/trace_import/import.hpp"
+#include "test_util.hpp"
+
+namespace pipetwin::trace_import {
+namespace {
+
+constexpr double us = 1e-6;
+
+Json fixture(const std::string& name) {
+  return load_json_file(test::source_dir() + "/tests/data/traces/" + name);
+}
+
+ImportResult import_one(const Json& doc, const std::string& origin, ImportOptions o = {}) {
+  return import_traces({parse_kineto_trace(doc, origin)}, o);
+}
+
+double part(const TraceReport& r, const std::string& name) {
+  for (const auto& [n, v] : r.unattributed_parts) {
+    if (n == name) return v;
+  }
+  return -1;
+}
+
+// cpu-skip: measured steps 1..3 of 400 us each (step 0, warm-up, is three times slower).
+//   forward   embed 30/34/32 -> 32 us, block 40/40/44 -> 40 us, head 20/22/21 -> 21 us
+//   backward  embed: ReLU 4 + Addmm 30/30/34 + AccumulateGrad 2 + T 3 + AccumulateGrad 1
+//             -> 40/40/44 -> 40 us; block: 4 + 50/54/52 + 6 -> 62 us; head: 24/26/25 + 6 -> 31 us
+//   optimizer 50/52/54 -> 52 us, split 160 : 288 : 72 bytes -> 16, 28.8, 7.2 us
+//   unattributed per step: 400 - (90 + 130 + 50) = 130, 400 - (96 + 136 + 52) = 116,
+//             400 - (97 + 137 + 54) = 112 -> median 116 us, 29% of the step; of it zero_grad 4,
+//             aten::add 5, cross_entropy_loss 15, ones_like 3, NllLossBackward0 5,
+//             LogSoftmaxBackward0 4, AddBackward0 3, and 77 us between operators.
+TEST(TraceImport, HandMadeCpuTraceGivesTheHandComputedProfile) {
+  const ImportResult r = import_one(fixture("cpu-skip.trace.json"), "cpu-skip.trace.json");
+  const Profile& p = r.profile;
+  EXPECT_EQ(p.model, "skipnet");
+  EXPECT_EQ(p.device, "cpu-core");
+  EXPECT_EQ(p.dtype, "float32");
+  EXPECT_EQ(p.optimizer, "sgd");
+  EXPECT_EQ(p.source, "measured");
+  EXPECT_DOUBLE_EQ(p.input_bytes_per_sample, 16);
+  ASSERT_EQ(p.num_layers(), 3);
+  const double fwd[] = {32, 40, 21}, bwd[] = {40, 62, 31}, opt[] = {16, 28.8, 7.2};
+  const double params[] = {160, 288, 72}, out[] = {32, 32, 8};
+  const char* names[] = {"embed", "block", "head"};
+  for (size_t l = 0; l < 3; ++l) {
+    const LayerProfile& x = p.layers[l];
+    EXPECT_EQ(x.name, names[l]);
+    EXPECT_EQ(x.kind, "linear");
+    ASSERT_EQ(x.timings.size(), 1u);
+    EXPECT_EQ(x.timings[0].micro_batch, 4);
+    EXPECT_NEAR(x.timings[0].forward_s, fwd[l] * us, 1e-12) << x.name;
+    EXPECT_NEAR(x.timings[0].backward_s, bwd[l] * us, 1e-12) << x.name;
+    EXPECT_NEAR(x.timings[0].recompute_s, fwd[l] * us, 1e-12) << x.name;
+    EXPECT_NEAR(x.optimizer_step_s, opt[l] * us, 1e-12) << x.name;
+    EXPECT_DOUBLE_EQ(x.param_bytes, params[l]);
+    EXPECT_DOUBLE_EQ(x.output_bytes_per_sample, out[l]);
+    EXPECT_DOUBLE_EQ(x.saved_bytes_per_sample, out[l]);
+    EXPECT_DOUBLE_EQ(x.optimizer_bytes, 0);  // plain SGD keeps no state
+  }
+  // The chain and the skip from embed to head, each carrying its producer's output.
+  ASSERT_EQ(p.edges.size(), 3u);
+  const int ends[3][2] = {{0, 1}, {0, 2}, {1, 2}};
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(p.edges[e].from, ends[e][0]);
+    EXPECT_EQ(p.edges[e].to, ends[e][1]);
+    EXPECT_DOUBLE_EQ(p.edges[e].bytes_per_sample, 32);
+  }
+  ASSERT_EQ(r.traces.size(), 1u);
+  const TraceReport& t = r.traces[0];
+  EXPECT_EQ(t.measured_steps, 3);
+  EXPECT_EQ(t.all_steps, 4);
+  EXPECT_FALSE(t.device_time);
+  EXPECT_NEAR(t.step_s, 400 * us, 1e-12);
+  EXPECT_NEAR(t.unattributed_s, 116 * us, 1e-12);
+  EXPECT_NEAR(t.unattributed_share, 0.29, 1e-9);
+  EXPECT_EQ(t.backward_ops, 3 * 17);
+  EXPECT_EQ(t.backward_attributed, 3 * 14);  // all but the loss's two and the add's
+  EXPECT_NEAR(part(t, "aten::cross_entropy_loss"), 15 * us, 1e-12);
+  EXPECT_NEAR(part(t, "Optimizer.zero_grad#SGD.zero_grad"), 4 * us, 1e-12);
+  EXPECT_NEAR(part(t, "aten::add"), 5 * us, 1e-12);
+  EXPECT_NEAR(part(t, "aten::ones_like"), 3 * us, 1e-12);
+  EXPECT_NEAR(part(t, "NllLossBackward0"), 5 * us, 1e-12);
+  EXPECT_NEAR(part(t, "LogSoftmaxBackward0"), 4 * us, 1e-12);
+  EXPECT_NEAR(part(t, "AddBackward0"), 3 * us, 1e-12);
+  EXPECT_NEAR(part(t, "(between operators: Python, the profiler)"), 77 * us, 1e-12);
+  EXPECT_EQ(t.unattributed_parts.front().first, "(between operators: Python, the profiler)");
+  EXPECT_NE(p.notes.find("29.0% at b=4"), std::string::npos) << p.notes;
+  EXPECT_NE(p.notes.find("split over layers by parameter bytes"), std::string::npos);
+  // The profile is valid as pipetwin reads profiles.
+  const Json j = profile_to_json(p);
+  EXPECT_NO_THROW(profile_from_json(JsonView(j, "imported")));
+}
+
+// Without the metadata the same bytes follow from the recorded shapes: embed reads [4,4] and
+// weights [8,4], [8]; block [4,8] and [8,8], [8]; head [4,8] and [2,8], [2]; the loss reads [4,2].
+TEST(TraceImport, WithoutMetadataBytesComeFromTheRecordedShapes) {
+  Json doc = fixture("cpu-skip.trace.json");
+  doc.erase("pipetwin");
+  const ImportResult r = import_one(doc, "dir/cpu-skip.trace.json");
+  const Profile& p = r.profile;
+  EXPECT_EQ(p.model, "cpu-skip");
+  EXPECT_EQ(p.optimizer, "");
+  EXPECT_EQ(p.layers[0].timings[0].micro_batch, 4);  // the leading dimension of embed's input
+  EXPECT_DOUBLE_EQ(p.input_bytes_per_sample, 16);
+  const double params[] = {160, 288, 72}, out[] = {32, 32, 8};
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_DOUBLE_EQ(p.layers[l].param_bytes, params[l]) << l;
+    EXPECT_DOUBLE_EQ(p.layers[l].output_bytes_per_sample, out[l]) << l;
+    EXPECT_DOUBLE_EQ(p.layers[l].saved_bytes_per_sample, out[l]) << l;
+    EXPECT_EQ(p.layers[l].kind, "linear");
+  }
+  EXPECT_TRUE(p.edges.empty());  // no metadata, no skips: a chain
+  EXPECT_NEAR(p.layers[1].optimizer_step_s, 28.8 * us, 1e-12);
+  EXPECT_NE(p.notes.find("estimated from recorded input shapes"), std::string::npos);
+  EXPECT_FALSE(r.traces[0].bytes_from_metadata);
+}
+
+// gpu-two, per measured step (device time, us): l0's kernel 10/12; l1's 20 by correlation + 5 by
+// External id; the loss 3; backward: MseLoss 2, l1 30 + AccumulateGrad 1, l0 15/17; optimizer 8;
+// one kernel with no launch record 4. Steps 98 and 102, unattributed 9 of each.
+TEST(TraceImport, GpuTraceCountsKernelTimeThroughCorrelationIds) {
+  const ImportResult r = import_one(fixture("gpu-two.trace.json"), "gpu-two.trace.json");
+  const Profile& p = r.profile;
+  EXPECT_EQ(p.device, "h100-sxm");  // from deviceProperties' "NVIDIA H100 80GB HBM3"
+  ASSERT_EQ(p.num_layers(), 2);
+  EXPECT_NEAR(p.layers[0].timings[0].forward_s, 11 * us, 1e-12);
+  EXPECT_NEAR(p.layers[1].timings[0].forward_s, 25 * us, 1e-12);
+  EXPECT_NEAR(p.layers[0].timings[0].backward_s, 16 * us, 1e-12);
+  EXPECT_NEAR(p.layers[1].timings[0].backward_s, 31 * us, 1e-12);
+  EXPECT_NEAR(p.layers[0].optimizer_step_s, 2 * us, 1e-12);
+  EXPECT_NEAR(p.layers[1].optimizer_step_s, 6 * us, 1e-12);
+  EXPECT_EQ(p.layers[0].timings[0].micro_batch, 2);
+  const TraceReport& t = r.traces[0];
+  EXPECT_TRUE(t.device_time);
+  EXPECT_NEAR(t.step_s, 100 * us, 1e-12);
+  EXPECT_NEAR(t.unattributed_s, 9 * us, 1e-12);
+  EXPECT_NEAR(t.unattributed_share, (9.0 / 98 + 9.0 / 102) / 2, 1e-12);
+  EXPECT_NEAR(part(t, "(device work with no launch record)"), 4 * us, 1e-12);
+  EXPECT_NEAR(part(t, "aten::mse_loss"), 3 * us, 1e-12);
+  EXPECT_NEAR(part(t, "MseLossBackward0"), 2 * us, 1e-12);
+  ImportOptions o;
+  o.device = "a100-80gb";  // --device wins over the trace's name
+  EXPECT_EQ(import_one(fixture("gpu-two.trace.json"), "g.json", o).profile.device, "a100-80gb");
+}
+
+// Every event of `doc` named `from` renamed `to`.
+void rename(Json& doc, const std::string& from, const std::string& to) {
+  for (auto& e : doc["traceEvents"]) {
+    if (e.contains("name") && e["name"] == from) e["name"] = to;
+  }
+}
+
+TEST(TraceImport, LayersByExplicitNamesAndPlainRanges) {
+  ImportOptions o;
+  o.layers = LayerSelection::parse("embed,head");
+  const ImportResult two = import_one(fixture("cpu-skip.trace.json"), "a.json", o);
+  ASSERT_EQ(two.profile.num_layers(), 2);
+  EXPECT_EQ(two.profile.layers[1].name, "head");
+  EXPECT_NEAR(two.profile.layers[1].timings[0].forward_s, 21 * us, 1e-12);
+  // block's forward and backward are now nobody's: per step 130 + 40 + 60, 116 + 40 + 64 and
+  // 112 + 44 + 62 us unattributed, median 220.
+  EXPECT_NEAR(two.traces[0].unattributed_s, 220 * us, 1e-12);
+  EXPECT_TRUE(two.profile.edges.empty());  // head's skip from embed is now its predecessor's edge
+
+  Json plain = fixture("cpu-skip.trace.json");  // the user's own record_function names
+  for (const char* n : {"embed", "block", "head"})
+    rename(plain, std::string("pipetwin.layer:") + n, n);
+  o.layers = LayerSelection::parse("embed,block,head");
+  const Profile p = import_one(plain, "b.json", o).profile;
+  ASSERT_EQ(p.num_layers(), 3);
+  EXPECT_NEAR(p.layers[0].timings[0].backward_s, 40 * us, 1e-12);
+  EXPECT_NEAR(p.layers[1].timings[0].forward_s, 40 * us, 1e-12);
+  EXPECT_EQ(LayerSelection::parse("pipetwin.layer:a,b").names[0], "a");
+  EXPECT_EQ(LayerSelection::parse("depth=2").depth, 2);
+  EXPECT_EQ(LayerSelection::parse("").to_string(), "children");
+}
+
+// A copy of cpu-skip recorded at another micro-batch size, its times scaled by `k`.
+Json scaled(double k, int micro_batch) {
+  Json doc = fixture("cpu-skip.trace.json");
+  doc["pipetwin"]["micro_batch"] = micro_batch;
+  for (auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") e["dur"] = e["dur"].get<double>() * k;
+    if (e.contains("ts")) e["ts"] = 1.7e12 + (e["ts"].get<double>() - 1.7e12) * k;
+    if (e.contains("args") && e["args"].contains("Input Dims")) {
+      for (auto& d : e["args"]["Input Dims"]) {
+        if (!d.empty() && d[0] == 4) d[0] = micro_batch;
+      }
+    }
+  }
+  return doc;
+}
+
+TEST(TraceImport, OneTimingRowPerTraceInMicroBatchOrder) {
+  const std::vector<KinetoTrace> traces = {parse_kineto_trace(scaled(2, 8), "b8.json"),
+                                           parse_kineto_trace(scaled(1, 4), "b4.json")};
+  const ImportResult r = import_traces(traces, {});
+  const LayerProfile& block = r.profile.layers[1];
+  ASSERT_EQ(block.timings.size(), 2u);
+  EXPECT_EQ(block.timings[0].micro_batch, 4);
+  EXPECT_EQ(block.timings[1].micro_batch, 8);
+  EXPECT_NEAR(block.timings[0].forward_s, 40 * us, 1e-12);
+  EXPECT_NEAR(block.timings[1].forward_s, 80 * us, 1e-12);
+  EXPECT_NEAR(block.timings[1].backward_s, 124 * us, 1e-12);
+  // The optimizer step is the median over the traces: (28.8 + 57.6) / 2.
+  EXPECT_NEAR(block.optimizer_step_s, 43.2 * us, 1e-12);
+  ASSERT_EQ(r.traces.size(), 2u);
+  EXPECT_EQ(r.traces[0].origin, "b4.json");
+  EXPECT_NEAR(r.traces[1].unattributed_share, 0.29, 1e-9);
+  EXPECT_NE(r.profile.notes.find("at b=8"), std::string::npos);
+}
+
+TEST(TraceImport, PerLayerOptimizerRangesWinOverTheSplit) {
+  Json doc = fixture("cpu-skip.trace.json");
+  Json added = Json::array();
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["name"] != "pipetwin.optimizer") continue;
+    const double ts = e["ts"].get<double>();
+    for (const auto& [layer, at, dur] :
+         {std::tuple{"embed", 2.0, 10.0}, {"block", 13.0, 20.0}, {"head", 34.0, 5.0}}) {
+      Json r = e;
+      r["name"] = std::string("pipetwin.optimizer:") + layer;
+      r["ts"] = ts + at;
+      r["dur"] = dur;
+      added.push_back(r);
+    }
+  }
+  for (auto& e : added) doc["traceEvents"].push_back(e);
+  const ImportResult r = import_one(doc, "opt.json");
+  EXPECT_NEAR(r.profile.layers[0].optimizer_step_s, 10 * us, 1e-12);
+  EXPECT_NEAR(r.profile.layers[1].optimizer_step_s, 20 * us, 1e-12);
+  EXPECT_NEAR(r.profile.layers[2].optimizer_step_s, 5 * us, 1e-12);
+  // The rest of the optimizer range (50/52/54 - 35) is reported, not dropped.
+  EXPECT_NEAR(part(r.traces[0], "pipetwin.optimizer (outside per-layer ranges)"), 17 * us, 1e-12);
+  EXPECT_NEAR(r.traces[0].unattributed_s, 133 * us, 1e-12);
+  EXPECT_NE(r.profile.notes.find("per-layer ranges"), std::string::npos);
+  // Ranges of layers not selected do not split: the parameter bytes do (52 us x 160 / 232).
+  ImportOptions o;
+  o.layers = LayerSelection::parse("embed,head");
+  const ImportResult two = import_one(doc, "opt.json", o);
+  EXPECT_NEAR(two.profile.layers[0].optimizer_step_s, 52 * us * 160 / 232, 1e-12);
+  EXPECT_NE(two.profile.notes.find("its per-layer ranges name other layers"), std::string::npos);
+}
+
+TEST(TraceImport, LegacyArrayFormatAndCatalogNames) {
+  // The legacy profiler's bare array is read (here with the sequence numbers kept).
+  Json doc = fixture("cpu-skip.trace.json");
+  const ImportResult r = import_one(doc["traceEvents"], "legacy.json");
+  EXPECT_NEAR(r.profile.layers[2].timings[0].backward_s, 31 * us, 1e-12);
+  EXPECT_EQ(catalog_device_for("NVIDIA H200"), "h200-sxm");
+  EXPECT_EQ(catalog_device_for("NVIDIA A100-SXM4-80GB"), "a100-80gb");
+  EXPECT_EQ(catalog_device_for("NVIDIA L4"), "l4");
+  EXPECT_EQ(catalog_device_for("Some GPU"), "");
+  EXPECT_DOUBLE_EQ(element_bytes("c10::BFloat16"), 2);
+  EXPECT_DOUBLE_EQ(element_bytes("Scalar"), 0);
+}
+
+}  // namespace
+}  // namespace pipetwin::trace_import
