@@ -60,11 +60,13 @@ void run_plan(const PlanArgs& a) {
     throw InputError(fmt::format(
         "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint_mode));
   }
-  const Plan plan = sim::make_plan(r);
+  std::string memory_note;  // when the fastest partition would not have fitted (sim/planner.hpp)
+  const Plan plan = sim::make_plan(r, &memory_note);
   save_plan(plan, a.output);
   if (!a.quiet) {
     const PlanContext ctx(plan, 0);
     std::fputs(plan_summary(ctx).c_str(), stdout);
+    if (!memory_note.empty()) std::printf("%s\n", memory_note.c_str());
     std::printf("wrote %s\n", a.output.c_str());
   }
 }

@@ -1,6 +1,10 @@
 #include "sim/planner.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +13,7 @@
 #include "core/memory.hpp"
 #include "core/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
+#include "core/partition/stage_memory.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -51,8 +56,16 @@ void set_stages(Plan& p, const Partition& part) {
   }
 }
 
-// Simulated iteration time of `plan` with the candidate's stages; +inf when it cannot run.
-double simulated_time(const Plan& plan, const Partition& candidate) {
+// The worst memory pool of a simulated plan is over its capacity.
+bool over_memory(const PlanContext& ctx, const MemoryWalk& walk) {
+  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, walk);
+  const MemoryPool* worst = tightest_pool(pools);
+  return worst != nullptr && worst->need_bytes > worst->capacity_bytes;
+}
+
+// Simulated iteration time of `plan` with the candidate's stages; +inf when it cannot run (or,
+// with `memory`, when its memory walk overflows a device: such a plan would be refused).
+double simulated_time(const Plan& plan, const Partition& candidate, bool memory) {
   if (!candidate.uniform_replicas() || candidate.replicas_of(0) != 1) {
     return std::numeric_limits<double>::infinity();
   }
@@ -60,10 +73,76 @@ double simulated_time(const Plan& plan, const Partition& candidate) {
   set_stages(trial, candidate);
   try {
     const PlanContext ctx(trial, 0);
-    return simulate_plan(ctx).metrics.iteration_time_s;
+    const SimResult sim = simulate_plan(ctx);
+    if (memory && over_memory(ctx, sim.memory)) return std::numeric_limits<double>::infinity();
+    return sim.metrics.iteration_time_s;
   } catch (const InputError&) {
     return std::numeric_limits<double>::infinity();
   }
+}
+
+// Partitioners that choose among partitions; uniform and autopipe have one and only check it.
+bool searches(const std::string& partitioner) {
+  return partitioner != "uniform" && partitioner != "autopipe";
+}
+
+// `p` with the candidate's stages (and its replication as data parallelism) fits every memory.
+bool fits_pools(const Plan& p, const Partition& candidate) {
+  Plan trial = p;
+  if (candidate.uniform_replicas()) trial.dp *= candidate.replicas_of(0);
+  set_stages(trial, candidate);
+  try {
+    check_fits(trial);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// Devices that share one memory: per-stage limits from the whole memory down to an equal share
+// (stage_memory_limit), in kSharedLevels steps; the first partition whose stages' peaks add up
+// within every memory wins — the loosest limit that works, so the fastest partition found. When
+// none does, the last partition found is returned for check_fits() to refuse.
+Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitioner& partitioner,
+                           double share) {
+  constexpr int kSharedLevels = 8;
+  const double whole = p.cluster.device.memory_bytes;
+  std::optional<Partition> last;
+  for (int i = 0; i <= kSharedLevels; ++i) {
+    pr.memory_limit_bytes = whole - (whole - share) * i / kSharedLevels;
+    try {
+      Partition part = partitioner.partition(pr);
+      if (fits_pools(p, part)) return part;
+      last = std::move(part);
+    } catch (const NoFitError&) {
+      if (!last) throw;  // tighter limits cannot fit either
+      break;
+    }
+  }
+  return *last;
+}
+
+// The partition, memory-aware unless allow_oom (docs/partition-memory.md): the partitioner gets
+// the schedule's memory model and stage_memory_limit() (or, where devices share a memory, a
+// series of limits, partition_shared).
+Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& cost) {
+  PartitionRequest pr;
+  pr.cost = &cost;
+  pr.num_stages = r.stages;
+  pr.micro_batch = p.micro_batch_size();
+  pr.micro_batches = p.chunks;
+  const bool aware = !r.allow_oom && searches(r.partitioner);
+  // Partitioners that weigh candidates (mixed-pipe) get the simulator's iteration time.
+  pr.evaluate = [&p, aware](const Partition& candidate) {
+    return simulated_time(p, candidate, aware);
+  };
+  const auto partitioner = make_partitioner(r.partitioner);
+  if (!aware) return partitioner->partition(pr);
+  const StageMemory model({p.schedule, p.chunks, p.checkpoint, p.iterations});
+  pr.memory = &model;
+  pr.memory_limit_bytes = stage_memory_limit(p, r.stages);
+  if (pr.memory_limit_bytes >= p.cluster.device.memory_bytes) return partitioner->partition(pr);
+  return partition_shared(p, pr, *partitioner, pr.memory_limit_bytes);
 }
 
 void partition_into(Plan& p, const PlanRequest& r) {
@@ -72,15 +151,7 @@ void partition_into(Plan& p, const PlanRequest& r) {
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
   const CostModel cost(p.profile, p.cluster, o);
-  PartitionRequest pr;
-  pr.cost = &cost;
-  pr.num_stages = r.stages;
-  pr.micro_batch = p.micro_batch_size();
-  pr.micro_batches = p.chunks;
-  // Partitioners that weigh candidates (mixed-pipe) get the simulator's iteration time.
-  const Plan base = p;
-  pr.evaluate = [&base](const Partition& candidate) { return simulated_time(base, candidate); };
-  const Partition part = make_partitioner(r.partitioner)->partition(pr);
+  const Partition part = partition_for(p, r, cost);
   if (!part.uniform_replicas()) {
     throw InputError(fmt::format(
         "partitioner {} replicates stages unevenly (replicas {}); the simulator and the executor "
@@ -97,6 +168,20 @@ void partition_into(Plan& p, const PlanRequest& r) {
     }
   }
   set_stages(p, part);
+}
+
+std::string checkpoint_note(Checkpoint c) {
+  return c == Checkpoint::kNone ? "" : fmt::format(", checkpoint {}", checkpoint_name(c));
+}
+
+// "plan does not fit: partitioner optimal found no partition into 4 stages within 80.00 GiB a
+// device (gpipe, M=8, micro-batch 4); the leanest needs 92.10 GiB on stage 0".
+std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e) {
+  return fmt::format(
+      "plan does not fit: partitioner {} found no partition into {} stages within {:.2f} GiB a "
+      "device ({}, M={}, micro-batch {}{}); the leanest needs {:.2f} GiB {}",
+      r.partitioner, r.stages, e.limit_bytes / kGiB, p.schedule, p.chunks, p.micro_batch_size(),
+      checkpoint_note(p.checkpoint), e.need_bytes / kGiB, e.where);
 }
 
 }  // namespace
@@ -116,7 +201,20 @@ void check_fits(const Plan& plan) {
   }
 }
 
-Plan make_plan(const PlanRequest& r) {
+double stage_memory_limit(const Plan& plan, int devices_per_replica) {
+  const Cluster& c = plan.cluster;
+  if (!c.device.shares_memory) return c.device.memory_bytes;
+  // Placed as PlanContext places a plan without a placement: replica devices in order.
+  std::map<int, int> users;
+  int most = 1;
+  for (int d = 0; d < plan.dp * devices_per_replica; ++d)
+    most = std::max(most, ++users[c.memory_of(d)]);
+  return c.device.memory_bytes / most;
+}
+
+namespace {
+
+void check_request(const PlanRequest& r) {
   if (r.stages < 1) throw InputError(fmt::format("--stages must be positive ({} given)", r.stages));
   if (r.dp < 1) throw InputError(fmt::format("--dp must be positive ({} given)", r.dp));
   if (r.batch_size < 1)
@@ -124,6 +222,53 @@ Plan make_plan(const PlanRequest& r) {
   if (r.batch_size % r.dp != 0) {
     throw InputError(fmt::format("--batch {} is not divisible by --dp {}", r.batch_size, r.dp));
   }
+}
+
+Plan plan_with_chunks(Plan plan, const PlanRequest& r) {
+  try {
+    partition_into(plan, r);
+  } catch (const NoFitError& e) {
+    throw InputError(no_fit_line(plan, r, e));
+  }
+  plan.validate("plan");
+  if (!r.allow_oom) check_fits(plan);
+  return plan;
+}
+
+// What the chunk counts tried found: the leanest memory need, for the one-line refusal.
+struct AutoTrials {
+  std::vector<int> tried;
+  std::optional<NoFitError> leanest;
+  int leanest_m = 0;
+  std::string last_error;
+
+  void failed(int m, const InputError& e) {
+    last_error = e.what();
+    const auto* no_fit = dynamic_cast<const NoFitError*>(&e);
+    if (no_fit == nullptr) return;
+    if (!leanest || no_fit->need_bytes < leanest->need_bytes) {
+      leanest = *no_fit;
+      leanest_m = m;
+    }
+  }
+
+  std::string line(const PlanRequest& r) const {
+    if (!leanest) {
+      return "--chunks auto: no chunk count fits" +
+             (last_error.empty() ? std::string() : ": " + last_error);
+    }
+    return fmt::format(
+        "--chunks auto: no chunk count fits: partitioner {} tried M = {} ({}, K={}{}) within "
+        "{:.2f} GiB a device; the leanest, M={}, needs {:.2f} GiB {}",
+        r.partitioner, fmt::join(tried, ", "), r.schedule, r.stages, checkpoint_note(r.checkpoint),
+        leanest->limit_bytes / kGiB, leanest_m, leanest->need_bytes / kGiB, leanest->where);
+  }
+};
+
+}  // namespace
+
+Plan make_plan(const PlanRequest& r) {
+  check_request(r);
   Plan plan = base_plan(r);
   if (r.chunks > 0) {
     plan.chunks = r.chunks;
@@ -131,26 +276,24 @@ Plan make_plan(const PlanRequest& r) {
       throw InputError(fmt::format("--batch {} is not divisible by dp x chunks = {} x {}",
                                    r.batch_size, r.dp, r.chunks));
     }
-    partition_into(plan, r);
-    plan.validate("plan");
-    if (!r.allow_oom) check_fits(plan);
-    return plan;
+    return plan_with_chunks(plan, r);
   }
   // Auto: the fastest M in [1, 6K] that divides the per-replica batch and fits.
   const int per_replica = r.batch_size / r.dp;
   double best_time = std::numeric_limits<double>::infinity();
   Plan best;
-  std::string last_error;
+  AutoTrials trials;
   for (int m = 1; m <= std::min(per_replica, 6 * r.stages); ++m) {
     if (per_replica % m != 0) continue;
     Plan candidate = plan;
     candidate.chunks = m;
+    trials.tried.push_back(m);
     try {
       partition_into(candidate, r);
       candidate.validate("plan");
       if (!r.allow_oom) check_fits(candidate);
     } catch (const InputError& e) {
-      last_error = e.what();
+      trials.failed(m, e);
       continue;
     }
     const PlanContext ctx(candidate, 0);
@@ -160,11 +303,52 @@ Plan make_plan(const PlanRequest& r) {
       best = candidate;
     }
   }
-  if (best.stages.empty()) {
-    throw InputError("--chunks auto: no chunk count fits" +
-                     (last_error.empty() ? std::string() : ": " + last_error));
-  }
+  if (best.stages.empty()) throw InputError(trials.line(r));
   return best;
+}
+
+namespace {
+
+// "M=8, balance [6, 2]", with the data-parallel width and devices where they say more.
+std::string describe_plan(const Plan& p) {
+  std::vector<int> sizes;
+  for (const auto& st : p.stages) sizes.push_back(static_cast<int>(st.layers.size()));
+  std::string out = fmt::format("M={}, balance [{}]", p.chunks, fmt::join(sizes, ", "));
+  if (p.dp > 1) out += fmt::format(", dp {}", p.dp);
+  if (p.devices_per_replica() != p.num_stages()) {
+    out += fmt::format(" on {} devices", p.devices_per_replica());
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan make_plan(const PlanRequest& r, std::string* memory_note) {
+  Plan plan = make_plan(r);
+  if (memory_note == nullptr) return plan;
+  memory_note->clear();
+  if (r.allow_oom) return plan;
+  PlanRequest blind = r;
+  blind.allow_oom = true;
+  Plan fastest;
+  try {
+    fastest = make_plan(blind);
+  } catch (const InputError&) {
+    return plan;  // nothing to compare with
+  }
+  const PlanContext ctx(fastest, 0);
+  const SimResult sim = simulate_plan(ctx);
+  const auto pools = memory_pools(fastest.cluster, ctx.placement, sim.memory);
+  const MemoryPool* worst = tightest_pool(pools);
+  if (worst == nullptr || worst->need_bytes <= worst->capacity_bytes) return plan;
+  const double chosen_s = simulate_plan(PlanContext(plan, 0)).metrics.iteration_time_s;
+  *memory_note = fmt::format(
+      "the fastest partition ignoring memory ({}; {:.1f} ms/step) needs {:.2f} GiB on {} of "
+      "{:.2f} GiB; chose {} ({:.1f} ms/step), which fits",
+      describe_plan(fastest), sim.metrics.iteration_time_s * 1e3, worst->need_bytes / kGiB,
+      describe_pool(*worst, fastest.cluster, ctx.placement), worst->capacity_bytes / kGiB,
+      describe_plan(plan), chosen_s * 1e3);
+  return plan;
 }
 
 }  // namespace pipetwin::sim

@@ -7,6 +7,16 @@
 // predicted peak memory exceeds a device, naming the device and the bytes. The planner lives in
 // sim/ because it evaluates candidates with the simulator.
 //
+// Memory is a constraint inside the search, not only a check at the end (docs/partition-memory.md):
+// the searching partitioners (all but uniform and autopipe) get the memory walk's model of the
+// schedule being planned (core/partition/stage_memory.hpp: what a stage holds at its position
+// under the schedule, M and checkpointing) and stage_memory_limit() as the limit of every stage,
+// so they return a partition that fits where one exists; mixed-pipe's candidates are judged by
+// a simulation that counts an overflowing plan as unable to run. The finished plan is still
+// checked against the walk itself (check_fits). When no partition fits the refusal is one line:
+// the partitioner, what was tried, and the leanest need against the limit. With allow_oom the
+// planner plans as if memory were unlimited (the partitioners' memory-blind choice).
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -38,9 +48,22 @@ struct PlanRequest {
 // Speed of the cluster's devices relative to the profiled device, as a multiplier on profiled
 // times: the cluster's relative_speed if set; the same device: 1; both in the catalog: the ratio
 // of peak FLOP/s for the profile's dtype; otherwise 1.
-double resolve_compute_scale(const Profile& profile, const Cluster& cluster, const Catalog* catalog);
+double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
+                             const Catalog* catalog);
 
 Plan make_plan(const PlanRequest& request);
+// The same; `memory_note` (when not null) is set to one line when the fastest plan ignoring memory
+// (allow_oom's) would not fit: "the fastest partition ignoring memory (M=8, balance [6, 2];
+// 120.3 ms/step) needs 92.10 GiB on device 0 (h100-sxm #0) of 80.00 GiB; chose M=4, balance
+// [5, 3] (130.2 ms/step), which fits"; else emptied. It plans twice.
+Plan make_plan(const PlanRequest& request, std::string* memory_note);
+
+// The memory every stage of `plan` may use: the cluster device's; where devices share one memory
+// (Cluster::memory_of, core/memory_pools.hpp), an equal share for every schedule device placed on
+// it (dp x devices_per_replica devices, placed in order) — what the planner can promise each stage
+// without timing the others. There the planner tries looser per-stage limits first, down to this
+// share, and keeps the first partition whose stages' peaks add up within the memory.
+double stage_memory_limit(const Plan& plan, int devices_per_replica);
 
 // Throws InputError naming the first device whose predicted peak memory exceeds its capacity.
 void check_fits(const Plan& plan);

@@ -19,7 +19,8 @@ double sum_of(const std::map<int, double>& m) {
 
 }  // namespace
 
-CoarseGraph::CoarseGraph(const PartitionRequest& r) : r_(r), limit_(r.memory_limit_bytes) {
+CoarseGraph::CoarseGraph(const PartitionRequest& r)
+    : r_(r), limit_(r.memory_limit_bytes), sets_(activation_sets(r)) {
   const CostModel& cm = *r.cost;
   const int L = cm.num_layers();
   for (int l = 0; l < L; ++l) {
@@ -74,15 +75,15 @@ double CoarseGraph::bytes_between(int a, int b) const {
 double CoarseGraph::memory(int b) const {
   const Block& x = block(b);
   return x.static_bytes +
-         r_.in_flight * (sum_of(x.in) * r_.micro_batch + x.model_input_bytes + x.saved_bytes);
+         sets_ * (sum_of(x.in) * r_.micro_batch + x.model_input_bytes + x.saved_bytes);
 }
 
 double CoarseGraph::merged_memory(int a, int b) const {
   const Block &x = block(a), &y = block(b);
   const double in = sum_of(x.in) + sum_of(y.in) - bytes_between(a, b);
   return x.static_bytes + y.static_bytes +
-         r_.in_flight * (in * r_.micro_batch + x.model_input_bytes + y.model_input_bytes +
-                         x.saved_bytes + y.saved_bytes);
+         sets_ * (in * r_.micro_batch + x.model_input_bytes + y.model_input_bytes + x.saved_bytes +
+                  y.saved_bytes);
 }
 
 std::vector<int> CoarseGraph::window_reach(int u, int v, bool& hit) const {

@@ -14,8 +14,8 @@
 //
 // Blocks keep what the partitioner needs: compute (forward + backward at the request's micro-
 // batch), the memory terms of stage_memory_bytes() (static bytes, saved activations, input bytes
-// from other blocks and the model input), the layer kind and scope (name up to the last '.'), and
-// the bytes per sample on the edges between blocks.
+// from other blocks and the model input, activations counted activation_sets() times), the layer
+// kind and scope (name up to the last '.'), and the bytes per sample on the edges between blocks.
 //
 // Thread-safety: not thread-safe (searches use scratch space); one graph per partitioner call.
 #pragma once
@@ -71,6 +71,7 @@ class CoarseGraph {
 
   const PartitionRequest& r_;
   double limit_ = 0;
+  double sets_ = 1;  // activation_sets(): micro-batches of activations a block keeps
   double total_compute_ = 0;
   std::vector<Block> blocks_;
   std::vector<int> ord_;  // block -> position

@@ -24,8 +24,12 @@
 // stages ("small L ... is better staleness-wise"). L = P is our addition: with one block per GPU
 // mixed-pipe can also return a sequential pipeline when that is best, e.g. on a plain chain.
 //
-// When no candidate fits the memory limit, the sequential pipeline of `optimal` is returned if
-// one fits (see sequential_fallback).
+// Memory: blocks carry activation_sets() micro-batches of activations (the request's schedule
+// model's most per stage, partitioner.hpp), and each candidate, after merging and again after
+// refinement, is priced stage by stage (device_memory_bytes) and dropped when a device is over the
+// limit. When no candidate fits, or the request's evaluator can run none of them (the planner's
+// returns +inf for a plan whose memory walk overflows a device), the sequential pipeline of
+// `optimal` competes (see sequential_fallback).
 //
 // Not done: FTPipe profiles blocks with and without recomputation and re-partitions until the
 // last stage uses the no-recompute profile (Section 4.3); here every block uses the profile's
@@ -45,6 +49,7 @@
 #include "core/partition/coarsen.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/partition/partitioners.hpp"
+#include "core/partition/range_terms.hpp"
 #include "core/partition/refine.hpp"
 
 namespace pipetwin {
@@ -53,9 +58,12 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Why no candidate fits: a block no device had room for (`layers`), or else the leanest
+// candidate that went over the limit (its largest need, on `device`).
 struct NoRoom {
   std::vector<int> layers;
   double need = 0, room = 0;
+  int device = 0;
 };
 
 // Step 2: LPT. Returns block -> GPU, or nullopt (and what did not fit) when memory runs out.
@@ -78,7 +86,7 @@ std::optional<std::map<int, int>> assign_lpt(const PartitionRequest& r, const Co
     for (int n : g.neighbours(b)) {
       if (auto it = gpu.find(n); it != gpu.end()) {
         need[static_cast<size_t>(it->second)] -=
-            r.in_flight * r.micro_batch * g.bytes_between(b, n);
+            activation_sets(r) * r.micro_batch * g.bytes_between(b, n);
       }
     }
     int best = -1;
@@ -158,20 +166,48 @@ class MixedPipe : public Partitioner {
         if (!best || better(c, *best)) best = std::move(c);
       }
     }
-    if (!best) best = sequential_fallback(r);
-    if (!best) {
-      throw InputError(fmt::format(
-          "{}: no assignment to {} devices fits the {:.2f} GiB limit: a block of {} layer(s) from "
-          "layer {} needs {:.2f} GiB, the device with the most room has {:.2f} GiB",
-          who, P, r.memory_limit_bytes / kGiB, failure.layers.size(),
-          *std::min_element(failure.layers.begin(), failure.layers.end()), failure.need / kGiB,
-          failure.room / kGiB));
+    // None, or none the evaluator can run (the planner's cannot run a plan over memory): a
+    // sequential pipeline may.
+    if (!best || (r.evaluate && !std::isfinite(best->evaluated))) {
+      auto seq = sequential_fallback(r);
+      if (seq && (!best || better(*seq, *best))) best = std::move(seq);
     }
+    if (!best) throw_no_fit(r, failure, who);
     check_memory(r, best->partition, who);
     return best->partition;
   }
 
  private:
+  [[noreturn]] static void throw_no_fit(const PartitionRequest& r, const NoRoom& failure,
+                                        const std::string& who) {
+    const std::string head =
+        fmt::format("{}: no assignment to {} devices fits the {:.2f} GiB limit", who, r.num_stages,
+                    r.memory_limit_bytes / kGiB);
+    if (failure.layers.empty()) {  // every assignment went over after merging or refinement
+      throw NoFitError(fmt::format("{}: the leanest needs {:.2f} GiB on device {}", head,
+                                   failure.need / kGiB, failure.device),
+                       failure.need, r.memory_limit_bytes,
+                       fmt::format("on device {}", failure.device));
+    }
+    const int first = *std::min_element(failure.layers.begin(), failure.layers.end());
+    const std::string message = fmt::format(
+        "{}: a block of {} layer(s) from layer {} needs {:.2f} GiB, the device with "
+        "the most room has {:.2f} GiB",
+        head, failure.layers.size(), first, failure.need / kGiB, failure.room / kGiB);
+    if (r.memory != nullptr && r.cost->graph().index_order_is_topological()) {
+      // With the schedule's model, the leanest sequential pipeline is priced as the walk would.
+      const LeanestSplit lean = leanest_split(RangeScanner(r), r.num_stages);
+      throw NoFitError(
+          fmt::format("{}; the leanest sequential pipeline needs {:.2f} GiB on stage {}", message,
+                      lean.need_bytes / kGiB, lean.stage),
+          lean.need_bytes, r.memory_limit_bytes,
+          fmt::format("on stage {} (sequential)", lean.stage));
+    }
+    throw NoFitError(
+        message, failure.need, r.memory_limit_bytes,
+        fmt::format("for a block of {} layer(s) from layer {}", failure.layers.size(), first));
+  }
+
   static std::vector<int> block_counts(int P, int nodes) {
     std::vector<int> out;
     for (int k = 1; k <= 4; ++k) {
@@ -220,11 +256,25 @@ class MixedPipe : public Partitioner {
       device.push_back(gpu->at(b));
     }
     const Partition coarse = order_stages(r.cost->graph(), std::move(stages), std::move(device));
-    if (r.memory_limit_bytes > 0) {
-      const auto need = device_memory_bytes(r, coarse);
-      if (*std::max_element(need.begin(), need.end()) > r.memory_limit_bytes) return std::nullopt;
+    if (over_limit(r, coarse, failure)) return std::nullopt;
+    Partition refined = renumber_devices(refine_partition(r, coarse));
+    // Refinement keeps its own running estimate (refine.hpp); the stages' priced memory decides.
+    if (over_limit(r, refined, failure)) return std::nullopt;
+    return refined;
+  }
+
+  // Whether a device of `p` needs more than the limit; the leanest such partition is kept in
+  // `failure` when no block failed to find room.
+  static bool over_limit(const PartitionRequest& r, const Partition& p, NoRoom& failure) {
+    if (r.memory_limit_bytes <= 0) return false;
+    const auto need = device_memory_bytes(r, p);
+    const auto worst = std::max_element(need.begin(), need.end());
+    if (*worst <= r.memory_limit_bytes) return false;
+    if (failure.layers.empty() && (failure.need == 0 || *worst < failure.need)) {
+      failure.need = *worst;
+      failure.device = static_cast<int>(worst - need.begin());
     }
-    return renumber_devices(refine_partition(r, coarse));
+    return true;
   }
 };
 

@@ -5,9 +5,11 @@
 // [0, j) form k stages, best[k][j] = min over i of max(best[k-1][i], T(i, j, k-1)), where T is
 // FTPipe's stage period (Equation 1, stage_period()) of the range [i, j) as stage k - 1 on device
 // k - 1: its forward + backward time, and its activations arriving from device k - 2 and gradients
-// from device k over the cluster's links. Ranges over the memory limit are not allowed. All
-// O(L^2) ranges are scanned once with their sums kept incrementally (range_terms.hpp), so the
-// program costs O(K L^2 + L E).
+// from device k over the cluster's links. Ranges over the memory limit are not allowed, each
+// priced as stage k - 1 of K (with the request's schedule model, the memory walk's peak there:
+// under 1F1B stage k keeps K - k micro-batches, so a range may fit late in the pipeline and not
+// early). All O(L^2) ranges are scanned once with their sums kept incrementally
+// (range_terms.hpp), so the program costs O(K L^2 + L E).
 //
 // It is exact for bottleneck_time() whenever a stage receives from one stage only (chains), or
 // all links of the pipeline are alike and latency is negligible: with skip connections a stage may
@@ -36,55 +38,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Score {
-  double worst = kInf;
-  double squares = kInf;
-};
-
-bool better(const Score& a, const Score& b) {
-  const double tol = 1e-12 * std::max(std::abs(a.worst), std::abs(b.worst));
-  if (a.worst < b.worst - tol) return true;
-  if (a.worst > b.worst + tol) return false;
-  return a.squares < b.squares;
-}
-
-// Splits [0, L) into K ranges minimising the largest cost(range, stage); cost +inf forbids a
-// range. Returns the stage sizes, or an empty vector when no split is allowed.
-template <class Cost>
-std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost) {
-  const int L = scan.num_layers();
-  const auto row = static_cast<size_t>(L) + 1;
-  std::vector<Score> best((static_cast<size_t>(K) + 1) * row);
-  std::vector<int> from(best.size(), -1);
-  auto at = [&](int k, int j) { return static_cast<size_t>(k) * row + static_cast<size_t>(j); };
-  best[at(0, 0)] = {0, 0};
-  for (int i = 0; i < L; ++i) {
-    RangeTerms t = scan.start(i);
-    for (int j = i + 1; j <= L; ++j) {
-      scan.extend(t);
-      for (int k = 1; k <= K; ++k) {
-        const Score& prev = best[at(k - 1, i)];
-        if (prev.worst == kInf) continue;
-        const double c = cost(t, k - 1);
-        if (c == kInf) continue;
-        const Score cand{std::max(prev.worst, c), prev.squares + c * c};
-        if (better(cand, best[at(k, j)])) {
-          best[at(k, j)] = cand;
-          from[at(k, j)] = i;
-        }
-      }
-    }
-  }
-  if (best[at(K, L)].worst == kInf) return {};
-  std::vector<int> sizes(static_cast<size_t>(K));
-  for (int k = K, j = L; k > 0; --k) {
-    const int i = from[at(k, j)];
-    sizes[static_cast<size_t>(k) - 1] = j - i;
-    j = i;
-  }
-  return sizes;
-}
-
 class Optimal : public Partitioner {
  public:
   std::string name() const override { return "optimal"; }
@@ -94,8 +47,9 @@ class Optimal : public Partitioner {
     const RangeScanner scan(r);
     const CostModel& cm = *r.cost;
     const double b = r.micro_batch;
+    const int K = r.num_stages;
     auto period = [&](const RangeTerms& t, int stage) {
-      if (r.memory_limit_bytes > 0 && scan.memory(t) > r.memory_limit_bytes) return kInf;
+      if (r.memory_limit_bytes > 0 && scan.memory(t, stage, K) > r.memory_limit_bytes) return kInf;
       const double in = std::max(0.0, t.in_bytes) * b, out = std::max(0.0, t.out_bytes) * b;
       const double fwd = in > 0 ? cm.transfer_s(in, stage - 1, stage) : 0;
       const double bwd = out > 0 ? cm.transfer_s(out, stage, stage + 1) : 0;
@@ -112,22 +66,13 @@ class Optimal : public Partitioner {
   // No split fits: report the split with the smallest largest stage memory, and its stage.
   [[noreturn]] static void throw_no_fit(const PartitionRequest& r, const RangeScanner& scan,
                                         const std::string& who) {
-    const auto sizes =
-        min_max_split(scan, r.num_stages, [&](const RangeTerms& t, int) { return scan.memory(t); });
-    const Partition p = contiguous_partition(sizes);
-    int worst = 0;
-    double need = 0;
-    for (int s = 0; s < p.num_stages(); ++s) {
-      const double m = stage_memory_bytes(r, p.stages[static_cast<size_t>(s)]);
-      if (m > need) {
-        need = m;
-        worst = s;
-      }
-    }
-    throw InputError(fmt::format(
-        "{}: no split into {} contiguous stages fits the {:.2f} GiB limit; the best still needs "
-        "{:.2f} GiB on stage {}",
-        who, r.num_stages, r.memory_limit_bytes / kGiB, need / kGiB, worst));
+    const LeanestSplit lean = leanest_split(scan, r.num_stages);
+    throw NoFitError(
+        fmt::format("{}: no split into {} contiguous stages fits the {:.2f} GiB limit; the best "
+                    "still needs {:.2f} GiB on stage {}",
+                    who, r.num_stages, r.memory_limit_bytes / kGiB, lean.need_bytes / kGiB,
+                    lean.stage),
+        lean.need_bytes, r.memory_limit_bytes, fmt::format("on stage {}", lean.stage));
   }
 };
 

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "core/partition/stage_memory.hpp"
 
 namespace pipetwin {
 
@@ -82,15 +83,62 @@ double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& lay
   return c.static_bytes() + r.in_flight * (c.input_bytes + c.saved_bytes);
 }
 
+namespace {
+
+// The schedule model's peak of `layers` over `held`'s positions.
+double priced_bytes(const PartitionRequest& r, const std::vector<int>& layers,
+                    const HeldSet& held) {
+  const CostModel& cm = *r.cost;
+  const StageCost c = cm.stage_cost(layers, r.micro_batch);
+  // The tensors it receives: what crosses into it (from another stage) and out of it, per edge.
+  std::vector<char> in_stage(static_cast<size_t>(cm.num_layers()), 0);
+  for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
+  double in = 0, out = 0;
+  for (const auto& e : cm.graph().edges()) {
+    const bool from = in_stage[static_cast<size_t>(e.from)],
+               to = in_stage[static_cast<size_t>(e.to)];
+    if (!from && to) in += e.bytes_per_sample;
+    if (from && !to) out += e.bytes_per_sample;
+  }
+  const double b = r.micro_batch;
+  return held.bytes(stage_bytes(c, in * b, out * b));
+}
+
+}  // namespace
+
+double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers, int stage,
+                          int num_stages) {
+  if (r.memory == nullptr) return stage_memory_bytes(r, layers);
+  return priced_bytes(r, layers, r.memory->held(stage, num_stages));
+}
+
+double activation_sets(const PartitionRequest& r) {
+  return r.memory != nullptr ? r.memory->most_in_flight(r.num_stages) : r.in_flight;
+}
+
 std::vector<double> device_memory_bytes(const PartitionRequest& r, const Partition& p) {
   std::vector<double> out(static_cast<size_t>(p.num_devices()), 0.0);
+  // Several stages on a device: no chain position; each at the worst of a device chain.
+  const bool positioned =
+      r.memory == nullptr || p.device.empty() || p.num_devices() == p.num_stages();
   for (int s = 0; s < p.num_stages(); ++s) {
-    const double need = stage_memory_bytes(r, p.stages[static_cast<size_t>(s)]);
+    const auto& layers = p.stages[static_cast<size_t>(s)];
+    const double need = positioned
+                            ? stage_memory_bytes(r, layers, s, p.num_stages())
+                            : priced_bytes(r, layers, r.memory->any_position(p.num_devices()));
     for (int k = 0; k < (p.device.empty() ? p.replicas_of(s) : 1); ++k) {
       out[static_cast<size_t>(p.device_of(s) + k)] += need;
     }
   }
   return out;
+}
+
+bool fits_memory(const PartitionRequest& r, const Partition& p) {
+  if (r.memory_limit_bytes <= 0) return true;
+  for (double need : device_memory_bytes(r, p)) {
+    if (need > r.memory_limit_bytes) return false;
+  }
+  return true;
 }
 
 void check_memory(const PartitionRequest& r, const Partition& p, const std::string& who) {
@@ -107,8 +155,9 @@ void check_memory(const PartitionRequest& r, const Partition& p, const std::stri
     const std::string where = shared.size() > 1
                                   ? fmt::format("device {} (stages {})", d, fmt::join(shared, ", "))
                                   : fmt::format("stage {}", s);
-    throw InputError(fmt::format("{}: {} needs {:.2f} GiB, over the {:.2f} GiB limit", who, where,
-                                 bytes / kGiB, r.memory_limit_bytes / kGiB));
+    throw NoFitError(fmt::format("{}: {} needs {:.2f} GiB, over the {:.2f} GiB limit", who, where,
+                                 bytes / kGiB, r.memory_limit_bytes / kGiB),
+                     bytes, r.memory_limit_bytes, "on " + where);
   }
 }
 

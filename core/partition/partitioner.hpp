@@ -11,7 +11,14 @@
 //
 // Partitioners receive the cost model so they can weigh layers by time (at the plan's
 // micro-batch size) or by memory, and a per-device memory limit they must respect (0: none); one
-// that cannot meet it throws InputError saying which stage (or device) needs how much.
+// that cannot meet it throws NoFitError saying which stage (or device) needs how much. What a
+// stage needs is priced by the request's schedule model when it has one (`memory`,
+// stage_memory.hpp: the memory walk's peak for the stage at its position in the pipeline, under
+// the schedule, M and checkpointing being planned; sim/planner.cpp passes it), else as static
+// bytes plus `in_flight` micro-batches of activations. The searching partitioners (optimal,
+// pipedream-dp, balance-time, balance-size, mixed-pipe, metis) never return a stage over the
+// limit when another choice fits; uniform and autopipe have no choice and only check
+// (docs/partition-memory.md).
 //
 // Candidates are compared by `evaluate_partition`: the request's evaluator when it has one (the
 // planner passes a simulator-based one, sim/planner.cpp; core/ cannot call the simulator), else
@@ -24,11 +31,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cost_model.hpp"
+#include "core/error.hpp"
 
 namespace pipetwin {
+
+class StageMemory;  // stage_memory.hpp
 
 struct Partition {
   std::vector<std::vector<int>> stages;  // layers of each stage, ascending
@@ -57,8 +68,10 @@ struct PartitionRequest {
   int num_stages = 1;
   double micro_batch = 1;         // samples per micro-batch, for time and activation weights
   double memory_limit_bytes = 0;  // per device; 0 = unlimited
-  int in_flight = 1;              // micro-batches whose activations a stage holds at once
-  int micro_batches = 1;          // M per optimizer step; one all-reduce per step (pipedream-dp)
+  // The schedule's memory model (must outlive the call); null: static + in_flight activations.
+  const StageMemory* memory = nullptr;
+  int in_flight = 1;      // without a model: micro-batches whose activations a stage holds at once
+  int micro_batches = 1;  // M per optimizer step; one all-reduce per step (pipedream-dp)
   // Predicted iteration time of a candidate (lower is better; +inf: cannot run). Empty:
   // bottleneck_time. Used by partitioners that pick among candidates (mixed-pipe).
   std::function<double(const Partition&)> evaluate;
@@ -80,13 +93,37 @@ Partition contiguous_partition(const std::vector<int>& balance);
 // data flow (`needs_index_order`), graph partitioners do not.
 void check_partition_request(const PartitionRequest& r, const std::string& who,
                              bool needs_index_order = true);
-// Memory one stage needs: static bytes plus `in_flight` micro-batches of activations.
+// No partition the partitioner could return fits the memory limit. `need_bytes` is the smallest
+// need it found (the leanest candidate's largest stage, or the block that found no room), `where`
+// says where ("on stage 1", "on device 0 (stages 0, 2)", "for a block of 3 layer(s) from layer 5").
+class NoFitError : public InputError {
+ public:
+  NoFitError(const std::string& message, double need_bytes, double limit_bytes, std::string where)
+      : InputError(message),
+        need_bytes(need_bytes),
+        limit_bytes(limit_bytes),
+        where(std::move(where)) {}
+  double need_bytes, limit_bytes;
+  std::string where;
+};
+
+// Memory one stage needs without a schedule model: static bytes plus `in_flight` micro-batches of
+// activations — the footprint balance-size and metis weigh layers by.
 double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers);
-// Memory of each device of one pipeline replica: the sum over the stages it hosts.
+// Memory of `layers` as stage `stage` of a pipeline of `num_stages`: the schedule model's peak
+// (a chain, one stage per device) when the request has one, else stage_memory_bytes(r, layers).
+double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers, int stage,
+                          int num_stages);
+// Micro-batches of activations a stage is priced with where a partitioner has no position for it
+// (mixed-pipe's blocks): the most any stage of a num_stages chain keeps, or `in_flight`.
+double activation_sets(const PartitionRequest& r);
+// Memory of each device of one pipeline replica: the sum over the stages it hosts, each at its
+// position in the partition.
 std::vector<double> device_memory_bytes(const PartitionRequest& r, const Partition& p);
-// Throws InputError naming the first stage (or device, when it hosts several stages) over the
+// Throws NoFitError naming the first stage (or device, when it hosts several stages) over the
 // request's memory limit.
 void check_memory(const PartitionRequest& r, const Partition& p, const std::string& who);
+bool fits_memory(const PartitionRequest& r, const Partition& p);
 
 // FTPipe Equation 1: T = C + max(0, T_comm_fwd - C) + max(0, T_comm_bwd - C), communication
 // overlapping computation on its own streams.

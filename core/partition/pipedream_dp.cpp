@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/partition/partitioners.hpp"
 #include "core/partition/range_terms.hpp"
+#include "core/partition/stage_memory.hpp"
 
 namespace pipetwin {
 
@@ -41,6 +42,30 @@ class Program {
     }
   }
 
+  // With a schedule model, the stage on machines [m0, m0 + m) is priced at the worst position it
+  // can have: stage 0 when it starts at layer 0, else stage k in [1, m0] (every stage before it
+  // has a machine); the last stage when it ends at layer L, else followed by a in [1, P - m0 - m]
+  // stages (every stage after it needs a machine). The union of those positions' walks is an
+  // upper bound on the stage's peak.
+  void bound_positions() {
+    if (!memory_aware_ || r_.memory == nullptr || r_.memory_limit_bytes <= 0) return;
+    bounds_.resize(static_cast<size_t>(P_) * static_cast<size_t>(P_ + 1) * 4);
+    for (int m0 = 0; m0 < P_; ++m0) {
+      for (int m = 1; m0 + m <= P_; ++m) {
+        for (int first = 0; first < 2; ++first) {
+          for (int last = 0; last < 2; ++last) {
+            HeldSet& set = bounds_[bound_index(m0, m, first, last)];
+            const int k_lo = first ? 0 : 1, k_hi = first ? 0 : m0;
+            const int a_lo = last ? 0 : 1, a_hi = last ? 0 : P_ - m0 - m;
+            for (int k = k_lo; k <= k_hi; ++k) {
+              for (int a = a_lo; a <= a_hi; ++a) set.merge(r_.memory->held(k, k + 1 + a));
+            }
+          }
+        }
+      }
+    }
+  }
+
   Cell& at(int j, int m) {
     return cells_[static_cast<size_t>(j) * (static_cast<size_t>(P_) + 1) + static_cast<size_t>(m)];
   }
@@ -51,9 +76,13 @@ class Program {
       RangeTerms t = scan_.start(i);
       for (int j = i + 1; j <= L_; ++j) {
         scan_.extend(t);
+        if (!bounds_.empty()) {
+          relax(i, j, t, scan_.bytes(t));
+          continue;
+        }
         const bool fits = !memory_aware_ || r_.memory_limit_bytes <= 0 ||
                           scan_.memory(t) <= r_.memory_limit_bytes;
-        if (fits) relax(i, j, t);
+        if (fits) relax(i, j, t, {});
       }
     }
   }
@@ -91,7 +120,8 @@ class Program {
 
  private:
   // Every way to make [i, j) the last stage, on m' machines after m0 used by [0, i).
-  void relax(int i, int j, const RangeTerms& t) {
+  // `bytes`: the stage's factors when positions are priced (bounds_), else unused.
+  void relax(int i, int j, const RangeTerms& t, const StageBytes& bytes) {
     const double b = r_.micro_batch;
     for (int m0 = 0; m0 < P_; ++m0) {
       const double before = at(i, m0).time;
@@ -101,6 +131,10 @@ class Program {
       const double comm = i > 0 && cross > 0 ? 2 * r_.cost->transfer_s(cross, m0 - 1, m0) : 0;
       const double base = std::max(before, comm);
       for (int m = 1; m0 + m <= P_; ++m) {
+        if (!bounds_.empty() &&
+            bounds_[bound_index(m0, m, i == 0, j == L_)].bytes(bytes) > r_.memory_limit_bytes) {
+          continue;
+        }
         const size_t k = ar_index(m0, m);
         const double sync =
             m > 1 ? (ar_fixed_[k] + ar_per_byte_[k] * t.param_bytes) / std::max(1, r_.micro_batches)
@@ -124,18 +158,28 @@ class Program {
     return static_cast<size_t>(m0) * (static_cast<size_t>(P_) + 1) + static_cast<size_t>(m);
   }
   std::vector<double> ar_fixed_, ar_per_byte_;  // by ar_index(m0, m)
+  size_t bound_index(int m0, int m, bool first, bool last) const {
+    return ((static_cast<size_t>(m0) * static_cast<size_t>(P_ + 1) + static_cast<size_t>(m)) * 2 +
+            (first ? 1 : 0)) *
+               2 +
+           (last ? 1 : 0);
+  }
+  std::vector<HeldSet> bounds_;  // by bound_index; empty: a position-free limit
 };
 
 PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware) {
   Program program(r, memory_aware);
+  program.bound_positions();
   program.run();
   const auto [time, machines] = program.best();
   PipeDreamPlan out;
   if (time == kInf) return out;
   out.partition = program.trace(machines);
   out.bottleneck_s = time;
-  for (const auto& layers : out.partition.stages) {
-    out.stage_memory_bytes.push_back(stage_memory_bytes(r, layers));
+  const int K = out.partition.num_stages();
+  for (int s = 0; s < K; ++s) {
+    out.stage_memory_bytes.push_back(
+        stage_memory_bytes(r, out.partition.stages[static_cast<size_t>(s)], s, K));
   }
   for (size_t s = 0; s < out.stage_memory_bytes.size(); ++s) {
     if (out.stage_memory_bytes[s] > out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)]) {
@@ -157,11 +201,23 @@ PipeDreamPlan pipedream_plan(const PartitionRequest& r, const PipeDreamOptions& 
   PipeDreamPlan plan = plan_once(r, options.memory_aware);
   if (!plan.partition.stages.empty()) return plan;
   const PipeDreamPlan blind = plan_once(r, false);
-  throw InputError(fmt::format(
-      "{}: no pipeline on {} devices fits the {:.2f} GiB limit; PipeDream's own plan needs "
-      "{:.2f} GiB on stage {}",
-      who, r.num_stages, r.memory_limit_bytes / kGiB,
-      blind.stage_memory_bytes[static_cast<size_t>(blind.worst_stage)] / kGiB, blind.worst_stage));
+  // The leanest pipeline: over every stage count, the contiguous split with one machine a stage
+  // whose largest stage needs least (replicas need as much each as one copy).
+  const RangeScanner scan(r);
+  LeanestSplit lean;
+  lean.need_bytes = std::numeric_limits<double>::infinity();
+  for (int K = 1; K <= std::min(r.num_stages, r.cost->num_layers()); ++K) {
+    LeanestSplit s = leanest_split(scan, K);
+    if (s.need_bytes < lean.need_bytes) lean = std::move(s);
+  }
+  throw NoFitError(
+      fmt::format("{}: no pipeline on {} devices fits the {:.2f} GiB limit; PipeDream's own plan "
+                  "needs {:.2f} GiB on stage {}",
+                  who, r.num_stages, r.memory_limit_bytes / kGiB,
+                  blind.stage_memory_bytes[static_cast<size_t>(blind.worst_stage)] / kGiB,
+                  blind.worst_stage),
+      lean.need_bytes, r.memory_limit_bytes,
+      fmt::format("on stage {} of {}", lean.stage, lean.sizes.size()));
 }
 
 namespace {

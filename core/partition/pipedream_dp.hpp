@@ -21,7 +21,13 @@
 // Memory. FTPipe Section 5.5: "lacking the way to specify memory constraints, PipeDream ended up
 // with more than 1.48B parameters in the last stage" — an infeasible plan. Ours forbids stages
 // whose memory per replica exceeds the request's limit; with `memory_aware = false` it plans as
-// PipeDream did and reports how far over the limit that plan is.
+// PipeDream did and reports how far over the limit that plan is. With a schedule model
+// (PartitionRequest::memory) a stage's memory depends on its position (PipeDream stashes
+// K - k + 1 weight versions on stage k), which the program, building prefixes, does not know:
+// it prices a stage at the worst position its machines allow (pipedream_dp.cpp,
+// bound_positions), an upper bound (under 1F1B and PipeDream a stage holds most when every
+// machine after it hosts a stage of its own, which is the position the bound prices). When no plan
+// fits it throws NoFitError carrying the leanest pipeline's need.
 //
 // Where the original leaves a choice: a stage count is not fixed (at most P = request.num_stages
 // machines, each stage at least one); among equal bottlenecks (1e-12 relative) the program keeps

@@ -1,16 +1,47 @@
+// RangeScanner (range_terms.hpp) and, in the same translation unit, StageMemory
+// (stage_memory.hpp): the memory of a range at a pipeline position is what the two share.
 #include "core/partition/range_terms.hpp"
 
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "core/plan.hpp"
+#include "core/schedule/compiled.hpp"
+#include "core/schedule/generators.hpp"
+#include "core/schedule/liveness.hpp"
+
 namespace pipetwin {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
 
 RangeScanner::RangeScanner(const PartitionRequest& r) : r_(r) {
   const CostModel& cm = *r.cost;
   const int L = cm.num_layers();
-  model_input_bytes_ = cm.profile().input_bytes_per_sample * r.micro_batch;
+  const double b = r.micro_batch;
+  model_input_bytes_ = cm.profile().input_bytes_per_sample * b;
   for (int l = 0; l < L; ++l) {
-    const StageCost c = cm.stage_cost({l}, r.micro_batch);
+    const StageCost c = cm.stage_cost({l}, b);
     Layer layer{c.forward_s + c.backward_s, c.static_bytes(), c.saved_bytes, c.param_bytes, 0, {}};
-    for (const auto& e : cm.graph().in_edges(l)) layer.in.emplace_back(e.from, e.bytes_per_sample);
+    double input_grad = 0;
+    bool reads_skip = false;
+    for (const auto& e : cm.graph().in_edges(l)) {
+      layer.in.emplace_back(e.from, e.bytes_per_sample);
+      if (!cm.frozen(e.from)) input_grad += e.bytes_per_sample * b;
+      reads_skip = reads_skip || e.from != l - 1;
+    }
+    chain_ = chain_ && !reads_skip;
     for (const auto& e : cm.graph().out_edges(l)) layer.out_bytes += e.bytes_per_sample;
+    layer.workspace =
+        cm.profile().layers[static_cast<size_t>(l)].forward_workspace_bytes_per_sample * b;
+    layer.active = !cm.frozen(l);
+    layer.backward_last = cm.layer_backward_peak(l, b, true, input_grad, reads_skip);
+    layer.backward_inner = cm.layer_backward_peak(l, b, false, input_grad, reads_skip);
     layers_.push_back(std::move(layer));
   }
   // cut[i] = bytes of edges u -> v with u < i <= v: the out-bytes of the range [0, i).
@@ -43,12 +74,253 @@ void RangeScanner::extend(RangeTerms& t) const {
     }
   }
   t.out_bytes += layer.out_bytes;
+  extend_working(t, layer);
   ++t.end;
+}
+
+// CostModel::forward_working_bytes and backward_working_bytes of the range, one layer more.
+// Forward: layers run in order, layer l peaking at what the layers up to it saved plus its
+// workspace. Backward on a chain: layer l peaks at its layer_backward_peak less the saved
+// activations of the active layers after it, already released; the last layer counts as the
+// stage output. So appending n lowers every earlier layer's figure by n's saved bytes and turns
+// the previous last layer into an inner one.
+void RangeScanner::extend_working(RangeTerms& t, const Layer& layer) const {
+  t.forward_peak = std::max(t.forward_peak, t.saved_bytes + layer.workspace);
+  t.forward_ws = std::max(0.0, t.forward_peak - t.saved_bytes);
+  t.forward_nograd_ws = std::max(t.forward_nograd_ws, layer.workspace);
+  if (!chain_) {
+    if (r_.memory == nullptr) return;
+    std::vector<int> layers;
+    for (int l = t.begin; l <= t.end; ++l) layers.push_back(l);
+    t.backward_ws = r_.cost->backward_working_bytes(layers, r_.micro_batch);
+    return;
+  }
+  if (t.end > t.begin) {
+    const Layer& last = layers_[static_cast<size_t>(t.end - 1)];
+    if (last.active) t.backward_inner = std::max(t.backward_inner, last.backward_inner);
+  }
+  if (layer.active) t.backward_inner -= layer.saved_bytes;
+  t.backward_ws = std::max(0.0, t.backward_inner);
+  if (layer.active) t.backward_ws = std::max(t.backward_ws, layer.backward_last);
 }
 
 double RangeScanner::memory(const RangeTerms& t) const {
   return t.static_bytes +
          r_.in_flight * (t.in_bytes * r_.micro_batch + t.model_input_bytes + t.saved_bytes);
+}
+
+double RangeScanner::memory(const RangeTerms& t, int stage, int num_stages) const {
+  if (r_.memory == nullptr) return memory(t);
+  return r_.memory->bytes(bytes(t), stage, num_stages);
+}
+
+StageBytes RangeScanner::bytes(const RangeTerms& t) const {
+  const double b = r_.micro_batch;
+  StageBytes s;
+  s.static_bytes = t.static_bytes;
+  s.input = std::max(0.0, t.in_bytes) * b + t.model_input_bytes;
+  s.saved = t.saved_bytes;
+  s.param = t.param_bytes;
+  s.forward_ws = t.forward_ws;
+  s.forward_nograd_ws = t.forward_nograd_ws;
+  s.backward_ws = t.backward_ws;
+  s.received_in = std::max(0.0, t.in_bytes) * b;
+  s.received_out = std::max(0.0, t.out_bytes) * b;
+  return s;
+}
+
+LeanestSplit leanest_split(const RangeScanner& scan, int K) {
+  LeanestSplit out;
+  out.sizes = min_max_split(
+      scan, K, [&](const RangeTerms& t, int stage) { return scan.memory(t, stage, K); });
+  int begin = 0;
+  for (int s = 0; s < static_cast<int>(out.sizes.size()); ++s) {
+    RangeTerms t = scan.start(begin);
+    for (int i = 0; i < out.sizes[static_cast<size_t>(s)]; ++i) scan.extend(t);
+    const double need = scan.memory(t, s, K);
+    if (need > out.need_bytes) {
+      out.need_bytes = need;
+      out.stage = s;
+    }
+    begin = t.end;
+  }
+  return out;
+}
+
+// ---- StageMemory ----------------------------------------------------------------------------
+
+bool HeldCounts::covers(const HeldCounts& o) const {
+  return (pass == o.pass || o.pass == kIdle) && inputs >= o.inputs && graphs >= o.graphs &&
+         stashed >= o.stashed && received_in >= o.received_in && received_out >= o.received_out;
+}
+
+double HeldCounts::bytes(const StageBytes& b) const {
+  double working = 0;
+  switch (pass) {
+    case kForward:
+      working = b.forward_ws;
+      break;
+    case kForwardNoGrad:
+      working = b.forward_nograd_ws;
+      break;
+    case kBackward:
+      working = b.backward_ws;
+      break;
+    case kIdle:
+      break;
+  }
+  return inputs * b.input + graphs * b.saved + stashed * b.param + received_in * b.received_in +
+         received_out * b.received_out + working;
+}
+
+void HeldSet::add(const HeldCounts& c) {
+  for (const HeldCounts& p : points_) {
+    if (p.covers(c)) return;
+  }
+  std::erase_if(points_, [&](const HeldCounts& p) { return c.covers(p); });
+  points_.push_back(c);
+}
+
+void HeldSet::merge(const HeldSet& other) {
+  for (const HeldCounts& c : other.points_) add(c);
+}
+
+double HeldSet::bytes(const StageBytes& b) const {
+  if (points_.empty()) return kInf;
+  double most = 0;
+  for (const HeldCounts& c : points_) most = std::max(most, c.bytes(b));
+  return b.static_bytes + most;
+}
+
+int HeldSet::most_inputs() const {
+  int most = 0;
+  for (const HeldCounts& c : points_) most = std::max(most, c.inputs);
+  return most;
+}
+
+namespace {
+
+// memory.hpp's DeviceWalk with counts for bytes: the same cursor, the same steps, the same
+// observation points (while a compute action runs and after it).
+class CountWalk {
+ public:
+  CountWalk(const Liveness& lv, int device, HeldSet& out)
+      : lv_(lv), cursor_(lv, device), out_(out) {
+    const auto& sh = lv.schedule().shape();
+    stages_ = sh.stages_on(device % sh.devices_per_replica);
+  }
+
+  void run() {
+    out_.add(HeldCounts{});
+    receive(cursor_.arrived(), +1);
+    while (!cursor_.done()) step(cursor_.next_id());
+  }
+
+ private:
+  void receive(std::span<const int32_t> recvs, int sign) {
+    for (const int32_t id : recvs) {
+      const bool activation = lv_.schedule().action(id).payload == Payload::kActivation;
+      (activation ? now_.received_in : now_.received_out) += sign;
+    }
+  }
+
+  void observe(HeldCounts::Pass pass) {
+    HeldCounts c = now_;
+    c.pass = pass;
+    for (const int s : stages_) c.stashed += cursor_.versions_alive(s) - 1;
+    out_.add(c);
+  }
+
+  void step(int id) {
+    const Action& a = lv_.schedule().action(id);
+    if (stream_of(a.op) != StreamKind::kCompute) {
+      cursor_.start();
+      receive(cursor_.finish(), +1);
+      return;
+    }
+    receive(cursor_.start(), -1);
+    switch (a.op) {
+      case Op::kForward: {
+        ++now_.inputs;
+        const bool saves = lv_.keeps_graph(id);
+        if (saves) ++now_.graphs;
+        observe(saves ? HeldCounts::kForward : HeldCounts::kForwardNoGrad);
+        break;
+      }
+      case Op::kRecompute:
+        ++now_.graphs;
+        observe(HeldCounts::kForward);
+        break;
+      case Op::kBackward:
+        observe(HeldCounts::kBackward);
+        --now_.inputs;
+        --now_.graphs;
+        break;
+      default:
+        break;
+    }
+    receive(cursor_.finish(), +1);
+    observe(HeldCounts::kIdle);
+  }
+
+  const Liveness& lv_;
+  LivenessCursor cursor_;
+  HeldSet& out_;
+  std::vector<int> stages_;
+  HeldCounts now_;  // stashed stays 0 here: observe() reads it off the cursor
+};
+
+}  // namespace
+
+StageMemory::StageMemory(Options options) : options_(std::move(options)) {}
+
+const std::vector<HeldSet>& StageMemory::walk(int K) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = by_length_.find(K); it != by_length_.end()) return it->second;
+  PipelineShape shape;
+  shape.num_stages = K;
+  shape.micro_batches = options_.micro_batches;
+  shape.iterations = options_.iterations > 0 ? options_.iterations
+                                             : schedule_default_iterations(options_.schedule, K);
+  shape.checkpoint = options_.checkpoint;
+  for (int s = 0; s + 1 < K; ++s) shape.edges.push_back({s, s + 1, 1.0});
+  shape.normalize("stage memory");
+  const CompiledSchedule cs(make_schedule(options_.schedule, shape),
+                            "schedule " + options_.schedule, /*check_progress=*/false);
+  const Liveness lv(cs);
+  std::vector<HeldSet> held(static_cast<size_t>(K) + 1);
+  for (int d = 0; d < K; ++d) {
+    CountWalk(lv, d, held[static_cast<size_t>(d)]).run();
+    held.back().merge(held[static_cast<size_t>(d)]);
+  }
+  return by_length_.emplace(K, std::move(held)).first->second;
+}
+
+const HeldSet& StageMemory::held(int k, int K) const {
+  if (k < 0 || k >= K) throw std::out_of_range("StageMemory::held: no stage " + std::to_string(k));
+  return walk(K)[static_cast<size_t>(k)];
+}
+
+const HeldSet& StageMemory::any_position(int K) const {
+  return walk(K).back();
+}
+
+int StageMemory::most_in_flight(int K) const {
+  return any_position(K).most_inputs();
+}
+
+StageBytes stage_bytes(const StageCost& c, double received_in, double received_out) {
+  StageBytes s;
+  s.static_bytes = c.static_bytes();
+  s.input = c.input_bytes;
+  s.saved = c.saved_bytes;
+  s.param = c.param_bytes;
+  s.forward_ws = c.forward_bytes;
+  s.forward_nograd_ws = c.forward_nograd_bytes;
+  s.backward_ws = c.backward_bytes;
+  s.received_in = received_in;
+  s.received_out = received_out;
+  return s;
 }
 
 }  // namespace pipetwin

@@ -25,7 +25,7 @@ bool better(const Score& a, const Score& b) {
 class State {
  public:
   State(const PartitionRequest& r, const Partition& p)
-      : r_(r), cm_(*r.cost), S_(p.num_stages()), D_(p.num_devices()) {
+      : r_(r), cm_(*r.cost), sets_(activation_sets(r)), S_(p.num_stages()), D_(p.num_devices()) {
     const int L = cm_.num_layers();
     stage_of_.assign(static_cast<size_t>(L), -1);
     for (int s = 0; s < S_; ++s) {
@@ -43,9 +43,8 @@ class State {
       const StageCost c = cm_.stage_cost({l}, r.micro_batch);
       Layer layer;
       layer.compute_s = c.forward_s + c.backward_s;
-      layer.fixed_bytes = c.static_bytes() + r.in_flight * c.saved_bytes;
-      if (l == 0)
-        layer.fixed_bytes += r.in_flight * cm_.profile().input_bytes_per_sample * r.micro_batch;
+      layer.fixed_bytes = c.static_bytes() + sets_ * c.saved_bytes;
+      if (l == 0) layer.fixed_bytes += sets_ * cm_.profile().input_bytes_per_sample * r.micro_batch;
       layer.in = cm_.graph().in_edges(l);
       layer.out = cm_.graph().out_edges(l);
       const auto s = static_cast<size_t>(stage_of_[static_cast<size_t>(l)]);
@@ -177,8 +176,8 @@ class State {
     double bytes = 0;
     for (int s = 0; s < S_; ++s) {
       if (dev(s) == d) {
-        bytes += mem_[static_cast<size_t>(s)] +
-                 r_.in_flight * in_[static_cast<size_t>(s)] * r_.micro_batch;
+        bytes +=
+            mem_[static_cast<size_t>(s)] + sets_ * in_[static_cast<size_t>(s)] * r_.micro_batch;
       }
     }
     return bytes;
@@ -213,6 +212,7 @@ class State {
 
   const PartitionRequest& r_;
   const CostModel& cm_;
+  const double sets_;  // activation_sets(): micro-batches of activations a stage keeps
   const int S_, D_;
   std::vector<int> stage_of_, dev_, size_;
   std::vector<double> comp_, mem_, in_;  // in_: bytes per sample entering the stage

@@ -1,0 +1,113 @@
+// StageMemory: what one pipeline stage holds at its peak under the schedule being planned, in a
+// form a partitioner can price for every candidate stage (docs/partition-memory.md).
+//
+// core/memory.hpp walks a compiled schedule with the liveness rule of core/schedule/liveness.hpp
+// and adds bytes: static + the inputs and saved activations of the micro-batches in flight + the
+// extra weight versions alive + the tensors received ahead of their use + the running pass's
+// working memory. For a stage alone on its device the counts in that sum — how many inputs, graphs,
+// stashed versions and received tensors are alive, and which pass runs — depend on the schedule,
+// M, the checkpoint mode, the stage's position k and the pipeline length K, never on the stage's
+// layers; only the byte factors do. So a schedule is walked once per pipeline length, with the
+// same LivenessCursor and in the same steps as memory.hpp's walk, and every point the walk
+// observes is kept as a vector of counts (the Pareto-maximal ones: all factors are non-negative,
+// so a dominated point can never be the peak). A candidate stage's peak is then
+//
+//   static + max over kept points of (inputs * input + graphs * saved + stashed * parameters
+//            + received activations * in-edge bytes + received gradients * out-edge bytes
+//            + the running pass's working bytes),
+//
+// which equals walk_memory()'s peak for the device of a chain pipeline, one stage per device
+// (tests/partition_memory_test.cpp checks that for every schedule and checkpoint mode). Where a
+// stage receives from several stages (skip connections), its inputs are counted as one tensor from
+// its neighbour (the walk holds each from its own arrival, possibly earlier); where a device hosts
+// several stages (mixed-pipe, metis), each stage is priced at the worst position of a chain of as
+// many stages as devices. Both are estimates; the planner checks the finished plan with the walk.
+//
+// The walk's steps are mirrored here rather than shared because core/memory.cpp adds bytes as it
+// walks; the equality test pins the two together.
+//
+// Thread-safety: bytes() and held() may be called concurrently; the walk of a pipeline length
+// is made once, under a mutex, on first use.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/cost_model.hpp"
+#include "core/schedule/schedule.hpp"
+
+namespace pipetwin {
+
+// The byte factors of one stage, per micro-batch (StageCost's fields of the same names).
+struct StageBytes {
+  double static_bytes = 0;  // parameters, gradients, optimizer state, frozen layers
+  double input = 0;         // stage input kept for backward (received, or the model input)
+  double saved = 0;         // activations saved for backward
+  double param = 0;         // one weight version (what a stash copies)
+  double forward_ws = 0;    // StageCost::forward_bytes
+  double forward_nograd_ws = 0;
+  double backward_ws = 0;
+  double received_in = 0;   // an activation tensor received from the previous stage
+  double received_out = 0;  // a gradient tensor received from the next stage
+};
+
+// What one observation point of the walk holds.
+struct HeldCounts {
+  enum Pass : uint8_t { kIdle, kForward, kForwardNoGrad, kBackward };
+  int32_t inputs = 0, graphs = 0, stashed = 0, received_in = 0, received_out = 0;
+  Pass pass = kIdle;                        // the pass running (its working memory counts)
+  bool covers(const HeldCounts& o) const;   // at least o's bytes for any factors
+  double bytes(const StageBytes& b) const;  // without static bytes
+};
+
+// Pareto-maximal observation points.
+class HeldSet {
+ public:
+  void add(const HeldCounts& c);
+  void merge(const HeldSet& other);
+  bool empty() const { return points_.empty(); }
+  const std::vector<HeldCounts>& points() const { return points_; }
+  // static + the largest point; +inf for an empty set (no position allowed).
+  double bytes(const StageBytes& b) const;
+  int most_inputs() const;
+
+ private:
+  std::vector<HeldCounts> points_;
+};
+
+class StageMemory {
+ public:
+  struct Options {
+    std::string schedule = "gpipe";
+    int micro_batches = 1;
+    Checkpoint checkpoint = Checkpoint::kNone;
+    int iterations = 0;  // 0: schedule_default_iterations(schedule, K), as PlanContext
+  };
+
+  explicit StageMemory(Options options);
+
+  const Options& options() const { return options_; }
+  // Stage k of a chain of K stages, one per device.
+  const HeldSet& held(int k, int K) const;
+  double bytes(const StageBytes& b, int k, int K) const { return held(k, K).bytes(b); }
+  // Every position of a chain of K stages: a stage whose position is not known.
+  const HeldSet& any_position(int K) const;
+  // The most micro-batches whose inputs one stage of a K-stage chain keeps at once.
+  int most_in_flight(int K) const;
+
+ private:
+  const std::vector<HeldSet>& walk(int K) const;
+
+  Options options_;
+  mutable std::mutex mutex_;
+  mutable std::map<int, std::vector<HeldSet>> by_length_;  // K -> per stage, then any position
+};
+
+// The factors of a stage from its cost and the bytes it receives per micro-batch.
+StageBytes stage_bytes(const StageCost& c, double received_in, double received_out);
+
+}  // namespace pipetwin
