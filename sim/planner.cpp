@@ -321,6 +321,17 @@ std::string describe_plan(const Plan& p) {
   return out;
 }
 
+// Whether two plans of one request cut and place the model alike (then the one that fits is the
+// fastest).
+bool same_partition(const Plan& a, const Plan& b) {
+  if (a.chunks != b.chunks || a.dp != b.dp || a.stages.size() != b.stages.size()) return false;
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    if (a.stages[i].layers != b.stages[i].layers || a.stages[i].device != b.stages[i].device)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Plan make_plan(const PlanRequest& r, std::string* memory_note) {
@@ -336,6 +347,7 @@ Plan make_plan(const PlanRequest& r, std::string* memory_note) {
   } catch (const InputError&) {
     return plan;  // nothing to compare with
   }
+  if (same_partition(fastest, plan)) return plan;  // the fastest fits: nothing to say
   const PlanContext ctx(fastest, 0);
   const SimResult sim = simulate_plan(ctx);
   const auto pools = memory_pools(fastest.cluster, ctx.placement, sim.memory);
