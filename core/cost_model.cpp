@@ -22,11 +22,13 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
                                  options_.frozen_layers));
   }
   for (const auto& layer : profile_.layers) {
-    std::vector<double> b, f, bw, r, c, cb;
+    std::vector<double> b, f, bw, r, c, cb, w;
+    const double weight_share = estimated_weight_share(layer, fits_.size());
     for (const auto& t : layer.timings) {
       b.push_back(t.micro_batch);
       f.push_back(t.forward_s);
       bw.push_back(t.backward_s);
+      w.push_back(t.backward_weight_s >= 0 ? t.backward_weight_s : weight_share * t.backward_s);
       r.push_back(t.recompute_s);
       c.push_back(t.contention);
       cb.push_back(t.backward_contention());
@@ -34,6 +36,7 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
     LayerFits fits;
     fits.forward = fit_linear(b, f);
     fits.backward = fit_linear(b, bw);
+    fits.backward_weight = fit_linear(b, w);
     fits.recompute = fit_linear(b, r);
     fits.contended = fit_linear(b, c);
     fits.contended_backward = fit_linear(b, cb);
@@ -62,6 +65,17 @@ double CostModel::forward_s(int layer, double b) const {
 
 double CostModel::backward_s(int layer, double b) const {
   return frozen(layer) ? 0 : fits(layer).backward(b) * options_.compute_scale;
+}
+
+double CostModel::backward_weight_s(int layer, double b) const {
+  if (frozen(layer)) return 0;
+  return std::clamp(fits(layer).backward_weight(b) * options_.compute_scale, 0.0,
+                    backward_s(layer, b));
+}
+
+double CostModel::estimated_weight_share(const LayerProfile& layer, size_t index) {
+  if (layer.param_bytes <= 0) return 0;
+  return index == 0 ? 1.0 : 0.5;  // see backward_weight_s
 }
 
 double CostModel::recompute_s(int layer, double b) const {
@@ -161,11 +175,13 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     const double k = contention(l, b), kb = contention_backward(l, b);
     c.forward_s += forward_s(l, b);
     c.backward_s += backward_s(l, b);
+    c.backward_weight_s += backward_weight_s(l, b);
     c.recompute_s += recompute_s(l, b);
     c.optimizer_s += optimizer_s(l);
     c.optimizer_new_version_s += optimizer_new_version_s(l);
     c.forward_shared_s += k * forward_s(l, b);
     c.backward_shared_s += kb * backward_s(l, b);
+    c.backward_weight_shared_s += kb * backward_weight_s(l, b);
     c.recompute_shared_s += k * recompute_s(l, b);
     c.optimizer_shared_s += kb * optimizer_s(l);
     c.optimizer_new_version_shared_s += kb * optimizer_new_version_s(l);
@@ -197,12 +213,14 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
   std::vector<int> order(layers);
   std::sort(order.rbegin(), order.rend());
   for (const auto& bucket : c.buckets) {
-    double t = 0;
+    double t = 0, tw = 0;
     for (int l : order) {
       t += backward_s(l, b);
+      tw += backward_weight_s(l, b);
       if (l == bucket.first_layer) break;
     }
     c.bucket_ready_s.push_back(t);
+    c.bucket_weight_ready_s.push_back(tw);
   }
   return c;
 }

@@ -47,6 +47,7 @@ struct CostOptions {
 
 struct LayerFits {
   LinearFit forward, backward, recompute;
+  LinearFit backward_weight;     // the weight-gradient half of backward (see backward_weight_s)
   LinearFit contended;           // contention factor vs micro-batch size (forward)
   LinearFit contended_backward;  // the backward's
   std::vector<LinearFit> cold_forward, cold_backward;  // per cold pause, vs micro-batch size
@@ -58,6 +59,8 @@ struct StageCost {
   double micro_batch = 0;  // samples per micro-batch these figures are for
   double forward_s = 0;
   double backward_s = 0;
+  // The weight-gradient half of backward_s (W of a split backward; the input half I is the rest).
+  double backward_weight_s = 0;
   double recompute_s = 0;
   double optimizer_s = 0;
   // The step that writes a new weight version while the old one is still read (Profile).
@@ -65,6 +68,7 @@ struct StageCost {
   // The same while a device sharing the compute core works too (equal without contention).
   double forward_shared_s = 0;
   double backward_shared_s = 0;
+  double backward_weight_shared_s = 0;
   double recompute_shared_s = 0;
   double optimizer_shared_s = 0;
   double optimizer_new_version_shared_s = 0;
@@ -89,6 +93,7 @@ struct StageCost {
   double frozen_bytes = 0;  // frozen layers' footprint (lambda_frozen of their active footprint)
   std::vector<Bucket> buckets;         // DDP buckets, reverse layer order
   std::vector<double> bucket_ready_s;  // offset into the backward at which bucket b is ready
+  std::vector<double> bucket_weight_ready_s;  // the same into a BackwardWeight (split backward)
   double static_bytes() const { return param_bytes + grad_bytes + optimizer_bytes + frozen_bytes; }
 };
 
@@ -105,6 +110,14 @@ class CostModel {
 
   double forward_s(int layer, double b) const;
   double backward_s(int layer, double b) const;
+  // The weight-gradient part of backward_s: the profile's backward_weight_s where it was
+  // measured; else estimated: none for a layer without parameters, all of it for a layer with
+  // parameters that reads the model input (there is no input gradient to compute), and half for
+  // the others — a linear layer's or a convolution's input and weight gradients are two matrix
+  // products of equal FLOPs (dX = dY W^T, dW = X^T dY; Qi et al. 2024, Section 2, take
+  // T_B = T_W likewise), while normalisation and attention products add a little more to the
+  // input half, which the estimate leaves out.
+  double backward_weight_s(int layer, double b) const;
   double recompute_s(int layer, double b) const;
   double optimizer_s(int layer) const;              // in place
   double optimizer_new_version_s(int layer) const;  // into a new weight version
@@ -148,6 +161,8 @@ class CostModel {
 
  private:
   void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
+  // backward_weight_s's estimate for layer `index`, as a share of its backward.
+  static double estimated_weight_share(const LayerProfile& layer, size_t index);
 
   Profile profile_;
   Cluster cluster_;

@@ -103,7 +103,11 @@ class DeviceWalk {
         activations_ += st->saved_bytes;
         observe_during(st->forward_bytes);
         break;
+      case Op::kBackwardInput:  // frees nothing: the weight half still needs the graph
+        observe_during(st->backward_bytes);
+        break;
       case Op::kBackward:
+      case Op::kBackwardWeight:
         // The backward's own working memory, on top of everything its forward kept.
         observe_during(st->backward_bytes);
         activations_ -= st->input_bytes + st->saved_bytes;

@@ -67,7 +67,7 @@ void compute_staleness(const Timeline& t, int num_stages, Metrics& m) {
         int alive = 0;
         for (const auto& [v, n] : versions) alive += n > 0;
         st.weight_versions = std::max(st.weight_versions, alive);
-      } else if (a.op == Op::kBackward) {
+      } else if (is_input_backward(a.op)) {
         const int cur = current[a.stage];
         const int fv = forward_version.count({a.stage, a.micro_batch})
                            ? forward_version[{a.stage, a.micro_batch}]

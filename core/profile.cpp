@@ -27,8 +27,8 @@ std::vector<double> cold_from_json(const JsonView& j, std::string_view key, size
 }
 
 LayerTiming timing_from_json(const JsonView& j, size_t pauses) {
-  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "contention",
-                "contention_backward", "cold_forward_s", "cold_backward_s"});
+  j.allow_only({"micro_batch", "forward_s", "backward_s", "recompute_s", "backward_weight_s",
+                "contention", "contention_backward", "cold_forward_s", "cold_backward_s"});
   LayerTiming t;
   const int64_t mb = j.integer("micro_batch");
   if (mb < 1) j.at("micro_batch").fail(fmt::format("must be at least 1 ({} given)", mb));
@@ -40,6 +40,14 @@ LayerTiming timing_from_json(const JsonView& j, size_t pauses) {
   t.forward_s = j.nonneg("forward_s");
   t.backward_s = j.nonneg("backward_s");
   t.recompute_s = j.nonneg_or("recompute_s", t.forward_s);
+  if (j.has("backward_weight_s")) {
+    t.backward_weight_s = j.nonneg("backward_weight_s");
+    if (t.backward_weight_s > t.backward_s) {
+      j.at("backward_weight_s")
+          .fail(fmt::format("must not exceed backward_s ({} > {})", t.backward_weight_s,
+                            t.backward_s));
+    }
+  }
   t.contention = j.positive_or("contention", 1.0);
   t.contention_backward = j.positive_or("contention_backward", 0);  // 0: absent
   for (const auto& [key, k] : {std::pair<const char*, double>{"contention", t.contention},
@@ -181,6 +189,7 @@ Json profile_to_json(const Profile& p) {
                  {"forward_s", t.forward_s},
                  {"backward_s", t.backward_s},
                  {"recompute_s", t.recompute_s}};
+      if (t.backward_weight_s >= 0) jt["backward_weight_s"] = t.backward_weight_s;
       if (t.contention != 1.0) jt["contention"] = t.contention;
       if (t.backward_contention() != t.contention)
         jt["contention_backward"] = t.contention_backward;

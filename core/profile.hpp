@@ -41,6 +41,11 @@ struct LayerTiming {
   // already at the contended speed); empty: not measured. The wait lets the other stage evict
   // this one's weights and saved activations, which the pass then reads back from memory.
   std::vector<double> cold_forward_s{}, cold_backward_s{};
+  // The part of backward_s that computes the weight gradients when the backward is split in an
+  // input half (I) and a weight half (W) as zero-bubble schedules run it (Qi et al. 2024, Section
+  // 2): measured apart by the profiler, the two halves' sum checked against the whole backward.
+  // -1: not measured; the cost model then estimates it (cost_model.hpp, backward_weight_s).
+  double backward_weight_s = -1;
 };
 
 struct LayerProfile {

@@ -44,7 +44,7 @@ class LayerOption {
 const std::vector<std::string>& synthetic_keys() {
   static const std::vector<std::string> keys = {
       "layers",   "fwd_ms",   "bwd_ms",   "recompute_ms", "overhead_ms", "act_kb",
-      "saved_kb", "input_kb", "param_kb", "optimizer_kb", "opt_ms",      "opt_new_ms"};
+      "saved_kb", "input_kb", "param_kb", "optimizer_kb", "opt_ms",      "opt_new_ms", "wgrad_ms"};
   return keys;
 }
 
@@ -60,7 +60,8 @@ enum Key {
   kParam,
   kOptimizer,
   kOpt,
-  kOptNew
+  kOptNew,
+  kWgrad  // the weight-gradient part of bwd_ms (a split backward's W); unset: estimated
 };
 
 // Layer i: t(b) = overhead + per-sample * b at micro-batches 1, 2, 4, 8; backward defaults to
@@ -79,6 +80,8 @@ LayerProfile synthetic_layer(size_t i, const std::vector<LayerOption>& o) {
     t.forward_s = (overhead + f * mb) * kMs;
     t.backward_s = (overhead + b * mb) * kMs;
     t.recompute_s = (overhead + r * mb) * kMs;
+    const double w = o[kWgrad].at(i, -1.0);
+    if (w >= 0) t.backward_weight_s = std::min(w * mb * kMs, t.backward_s);
     l.timings.push_back(t);
   }
   l.output_bytes_per_sample = o[kAct].at(i, 0.0) * kKiB;

@@ -18,6 +18,8 @@
 //   optimizer_kb  optimizer state per layer in KiB (default 0)
 //   opt_ms        optimizer-step time per layer, in place (default 0)
 //   opt_new_ms    the step that writes a new weight version (weight stashing; default opt_ms)
+//   wgrad_ms      the weight-gradient part of bwd_ms per sample, a split backward's W (default:
+//                 the cost model's estimate, none without parameters; cost_model.hpp)
 // The same model exists in both engines: the executor builds matching LibTorch layers from it.
 //
 // Thread-safety: pure functions.

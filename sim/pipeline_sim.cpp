@@ -55,8 +55,10 @@ PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedul
       tasks_.dep_pred[k] = d.pred;
       double offset = -1;
       if (d.from_layer >= 0 && a.op == Op::kAllReduce) {
-        offset =
-            ctx_.stages[static_cast<size_t>(a.stage)].bucket_ready_s[static_cast<size_t>(a.bucket)];
+        const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
+        const bool weight_half = schedule_.action(d.pred).op == Op::kBackwardWeight;
+        offset = (weight_half ? st.bucket_weight_ready_s
+                              : st.bucket_ready_s)[static_cast<size_t>(a.bucket)];
       }
       tasks_.dep_offset[k++] = offset;
     }
@@ -104,7 +106,7 @@ void PipelineSimulator::serialize_backward() {
   const int n = schedule_.num_actions();
   tasks_.lock.assign(static_cast<size_t>(n), -1);
   for (int id = 0; id < n; ++id) {
-    if (schedule_.action(id).op != Op::kBackward) continue;
+    if (!is_backward(schedule_.action(id).op)) continue;
     tasks_.lock[static_cast<size_t>(id)] =
         tasks_.stream_share[static_cast<size_t>(tasks_.stream[static_cast<size_t>(id)])];
   }
@@ -124,7 +126,8 @@ void PipelineSimulator::cold_starts() {
       continue;
     const Action& a = schedule_.action(id);
     const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
-    const std::vector<double>* extra = a.op == Op::kBackward ? &st.cold_backward_s
+    // A split backward's cold start falls on its first half, the one that waited.
+    const std::vector<double>* extra = is_input_backward(a.op) ? &st.cold_backward_s
                                        : a.op == Op::kForward || a.op == Op::kRecompute
                                            ? &st.cold_forward_s
                                            : nullptr;
@@ -145,6 +148,10 @@ double PipelineSimulator::shared_duration(int id) const {
       return slowdown(id) * st.forward_shared_s;
     case Op::kBackward:
       return slowdown(id) * st.backward_shared_s;
+    case Op::kBackwardInput:
+      return slowdown(id) * (st.backward_shared_s - st.backward_weight_shared_s);
+    case Op::kBackwardWeight:
+      return slowdown(id) * st.backward_weight_shared_s;
     case Op::kRecompute:
       return slowdown(id) * st.recompute_shared_s;
     case Op::kOptimizerStep:
@@ -166,6 +173,10 @@ double PipelineSimulator::duration(int id) const {
       return slowdown(id) * st.forward_s;
     case Op::kBackward:
       return slowdown(id) * st.backward_s;
+    case Op::kBackwardInput:
+      return slowdown(id) * (st.backward_s - st.backward_weight_s);
+    case Op::kBackwardWeight:
+      return slowdown(id) * st.backward_weight_s;
     case Op::kRecompute:
       return slowdown(id) * st.recompute_s;
     case Op::kOptimizerStep:
@@ -231,9 +242,10 @@ SimResult PipelineSimulator::run() {
     const int dev = schedule_.device(id);
     t.events.push_back({dev, a, start[static_cast<size_t>(id)], end[static_cast<size_t>(id)]});
     if (stream_of(a.op) == StreamKind::kCompute) {
-      // Allocation at the start of forward/recompute, release at the end of backward.
-      const double when =
-          a.op == Op::kBackward ? end[static_cast<size_t>(id)] : start[static_cast<size_t>(id)];
+      // Allocation at the start of forward/recompute, release at the end of the backward (of its
+      // weight half when split).
+      const bool releases = a.op == Op::kBackward || a.op == Op::kBackwardWeight;
+      const double when = releases ? end[static_cast<size_t>(id)] : start[static_cast<size_t>(id)];
       t.memory[static_cast<size_t>(dev)].push_back(
           {when, r.memory.after_action[static_cast<size_t>(id)]});
     }

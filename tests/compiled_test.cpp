@@ -39,6 +39,18 @@ int find_op(const CompiledSchedule& cs, int rep, Op op, int stage, int mb) {
   });
 }
 
+// The Backward of (stage, mb), or its BackwardInput when split.
+int find_input_backward(const CompiledSchedule& cs, int rep, int stage, int mb) {
+  const int b = find_op(cs, rep, Op::kBackward, stage, mb);
+  return b >= 0 ? b : find_op(cs, rep, Op::kBackwardInput, stage, mb);
+}
+
+// The Backward of (stage, mb), or its BackwardWeight when split: what produces weight gradients.
+int find_weight_backward(const CompiledSchedule& cs, int rep, int stage, int mb) {
+  const int b = find_op(cs, rep, Op::kBackward, stage, mb);
+  return b >= 0 ? b : find_op(cs, rep, Op::kBackwardWeight, stage, mb);
+}
+
 int find_recv(const CompiledSchedule& cs, int rep, Payload p, int stage, int peer, int mb) {
   return find(cs, rep, [&](const Action& b) {
     return b.op == Op::kRecv && b.payload == p && b.stage == stage && b.peer_stage == peer &&
@@ -54,7 +66,9 @@ std::vector<Dep> expected_deps(const CompiledSchedule& cs, int id) {
   const int s = a.stage, j = a.micro_batch;
   std::vector<Dep> out;
   auto data = [&](Op op, Payload p, int stage, int peer) {
-    out.emplace_back(sh.device_of(peer) == local ? find_op(cs, rep, op, peer, j)
+    const int same_device = op == Op::kForward ? find_op(cs, rep, op, peer, j)
+                                               : find_input_backward(cs, rep, peer, j);
+    out.emplace_back(sh.device_of(peer) == local ? same_device
                                                  : find_recv(cs, rep, p, stage, peer, j),
                      -1);
   };
@@ -67,7 +81,11 @@ std::vector<Dep> expected_deps(const CompiledSchedule& cs, int id) {
     case Op::kRecompute:
       out.emplace_back(find_op(cs, rep, Op::kForward, s, j), -1);
       break;
+    case Op::kBackwardWeight:
+      out.emplace_back(find_op(cs, rep, Op::kBackwardInput, s, j), -1);
+      break;
     case Op::kBackward:
+    case Op::kBackwardInput:
       out.emplace_back(find_op(cs, rep, Op::kForward, s, j), -1);
       if (find_op(cs, rep, Op::kRecompute, s, j) >= 0) {
         out.emplace_back(find_op(cs, rep, Op::kRecompute, s, j), -1);
@@ -77,12 +95,12 @@ std::vector<Dep> expected_deps(const CompiledSchedule& cs, int id) {
       }
       break;
     case Op::kSend:
-      out.emplace_back(
-          find_op(cs, rep, a.payload == Payload::kActivation ? Op::kForward : Op::kBackward, s, j),
-          -1);
+      out.emplace_back(a.payload == Payload::kActivation ? find_op(cs, rep, Op::kForward, s, j)
+                                                         : find_input_backward(cs, rep, s, j),
+                       -1);
       break;
     case Op::kAllReduce:
-      out.emplace_back(find_op(cs, rep, Op::kBackward, s, j),
+      out.emplace_back(find_weight_backward(cs, rep, s, j),
                        sh.buckets.empty() ? -1 : sh.buckets[s][a.bucket].first_layer);
       break;
     case Op::kOptimizerStep:
@@ -151,7 +169,10 @@ TEST(CompiledSchedule, DependenciesAndGroupsFollowTheRulesForEveryGenerator) {
   for (const auto& info : schedule_catalog()) {
     for (int dp : {1, 2}) {
       for (Checkpoint ck : {Checkpoint::kNone, Checkpoint::kExceptLast}) {
-        const PipelineShape sh = shape(3, 3, 3, dp, ck);
+        // Three stages, or two devices of two chunks for the V shapes (with M = 2D).
+        PipelineShape sh = shape(default_virtual_stages(info.name) == 2 ? 4 : 3, 4, 3, dp, ck);
+        ASSERT_TRUE(test::place_for(info.name, sh)) << info.name;
+        ASSERT_TRUE(schedule_refusal(info.name, sh).empty()) << info.name;
         const CompiledSchedule cs(make_schedule(info.name, sh), info.name);
         expect_linked_by_the_rules(
             cs, fmt::format("{} dp={} ck={}", info.name, dp, checkpoint_name(ck)));

@@ -318,7 +318,8 @@ TEST(ProfileErrors, UnknownFieldsAtEveryLevel) {
   doc["layers"][0]["timings"][0]["memory"] = 3;
   EXPECT_EQ(error_of(doc),
             "p.json: layers[0].timings[0].memory: unknown field (known: "
-            "micro_batch, forward_s, backward_s, recompute_s, contention, contention_backward, "
+            "micro_batch, forward_s, backward_s, recompute_s, backward_weight_s, contention, "
+            "contention_backward, "
             "cold_forward_s, cold_backward_s)");
   doc = valid_doc();
   doc["edges"] = {{{"from", 0}, {"to", 1}, {"bytes_per_sample", 1}, {"dtype", "f"}}};

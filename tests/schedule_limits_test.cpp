@@ -27,7 +27,8 @@ TEST(ActionLimit, EstimateBoundsEveryGeneratorsActionCount) {
   for (const auto& info : schedule_catalog()) {
     for (const Checkpoint ck : {Checkpoint::kNone, Checkpoint::kExceptLast}) {
       for (const int dp : {1, 2}) {
-        const PipelineShape s = shape(4, 8, 3, dp, ck);
+        PipelineShape s = shape(4, 8, 3, dp, ck);
+        ASSERT_TRUE(test::place_for(info.name, s)) << info.name;
         const double real = static_cast<double>(make_schedule(info.name, s).num_actions());
         const double estimate = estimated_actions(info.name, s);
         const std::string what = info.name + " dp=" + std::to_string(dp);

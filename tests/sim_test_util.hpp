@@ -8,6 +8,7 @@
 
 #include "core/model_spec.hpp"
 #include "core/plan.hpp"
+#include "core/schedule/virtual_stages.hpp"
 #include "core/synthetic.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -53,6 +54,9 @@ struct PlanSpec {
   int dp = 1;
   Checkpoint checkpoint = Checkpoint::kNone;
   Cluster cluster = ideal_cluster(64);
+  // Stages placed as the schedule needs (two per device in a V for zbv and dualpipev,
+  // core/schedule/virtual_stages.hpp); false: stage s on device s.
+  bool lay_out = true;
 };
 
 // Layers split evenly into contiguous stages, stage s on device s.
@@ -67,6 +71,11 @@ inline Plan synthetic_plan(const PlanSpec& s) {
   p.batch_size = s.micro_batch * s.chunks * s.dp;
   p.checkpoint = s.checkpoint;
   p.stages = contiguous_stages(p.profile.num_layers(), s.stages);
+  const int v = default_virtual_stages(s.schedule);
+  if (s.lay_out && v > 1 && s.stages % v == 0) {
+    const auto dev = virtual_stage_layout(stage_layout_of(s.schedule), s.stages / v, v, s.schedule);
+    for (size_t i = 0; i < p.stages.size(); ++i) p.stages[i].device = dev[i];
+  }
   return p;
 }
 

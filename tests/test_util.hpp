@@ -19,6 +19,7 @@
 #include "core/model_spec.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
+#include "core/schedule/virtual_stages.hpp"
 #include "core/synthetic.hpp"
 
 namespace pipetwin::test {
@@ -138,6 +139,28 @@ inline PipelineShape pipeline_shape(int K, int M, int N = 1, int dp = 1,
   s.replicas = dp;
   s.checkpoint = ck;
   return s;
+}
+
+// pipeline_shape() on `devices` devices with the stages placed as `schedule` needs (two chunks
+// per device for the V shapes, core/schedule/virtual_stages.hpp).
+inline PipelineShape shape_for(const std::string& schedule, int devices, int M, int N = 1,
+                               int dp = 1, Checkpoint ck = Checkpoint::kNone) {
+  return lay_out_stages(schedule, pipeline_shape(devices, M, N, dp, ck), devices,
+                        default_virtual_stages(schedule));
+}
+
+// Places the stages of `shape` (its num_stages, edges, ...) as `schedule` needs, on num_stages / v
+// devices; false when the schedule cannot run it at all (schedule_refusal), which a test looping
+// over every schedule skips.
+inline bool place_for(const std::string& schedule, PipelineShape& shape) {
+  const int v = default_virtual_stages(schedule);
+  if (shape.num_stages % v != 0) return false;
+  if (stage_layout_of(schedule) != StageLayout::kOnePerDevice) {
+    shape.stage_device = virtual_stage_layout(stage_layout_of(schedule), shape.num_stages / v, v,
+                                              schedule);
+    shape.devices_per_replica = shape.num_stages / v;
+  }
+  return schedule_refusal(schedule, shape).empty();
 }
 
 }  // namespace pipetwin::test

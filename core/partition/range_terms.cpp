@@ -251,7 +251,11 @@ class CountWalk {
         ++now_.graphs;
         observe(HeldCounts::kForward);
         break;
+      case Op::kBackwardInput:
+        observe(HeldCounts::kBackward);
+        break;
       case Op::kBackward:
+      case Op::kBackwardWeight:
         observe(HeldCounts::kBackward);
         --now_.inputs;
         --now_.graphs;

@@ -22,6 +22,8 @@ const char* op_name(Op op) {
     case Op::kRecv: return "recv";
     case Op::kAllReduce: return "allreduce";
     case Op::kOptimizerStep: return "optimizer_step";
+    case Op::kBackwardInput: return "backward_input";
+    case Op::kBackwardWeight: return "backward_weight";
   }
   return "?";
 }
@@ -35,6 +37,8 @@ const char* op_letter(Op op) {
     case Op::kRecv: return "V";
     case Op::kAllReduce: return "AR";
     case Op::kOptimizerStep: return "U";
+    case Op::kBackwardInput: return "I";
+    case Op::kBackwardWeight: return "W";
   }
   return "?";
 }
@@ -49,7 +53,7 @@ const char* payload_name(Payload p) {
 
 bool parse_op(const std::string& name, Op& out) {
   for (Op op : {Op::kForward, Op::kBackward, Op::kRecompute, Op::kSend, Op::kRecv, Op::kAllReduce,
-                Op::kOptimizerStep}) {
+                Op::kOptimizerStep, Op::kBackwardInput, Op::kBackwardWeight}) {
     if (name == op_name(op)) {
       out = op;
       return true;
@@ -82,6 +86,8 @@ std::string describe(const Action& a) {
   switch (a.op) {
     case Op::kForward:
     case Op::kBackward:
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
     case Op::kRecompute:
       return fmt::format("{} s{} mb{} v{}", op_letter(a.op), a.stage, a.micro_batch, a.version);
     case Op::kSend:

@@ -4,12 +4,19 @@
 // Forward(mb, stage), Backward(mb, stage), Recompute(mb, stage), Send/Recv(activation|gradient,
 // mb, peer), AllReduce(bucket), OptimizerStep(stage). Each action runs on one of the device's
 // streams, as torchgpipe runs copies on copy streams beside the compute stream (Section 3.2.3):
-//   compute    Forward, Backward, Recompute, OptimizerStep
+//   compute    Forward, Backward (or its two halves), Recompute, OptimizerStep
 //   send       Send        (copy engine to the peer)
 //   recv       Recv        (copy engine from the peer)
 //   collective AllReduce   (the data-parallel communicator)
 // A stream executes its actions in list order; an action starts once its stream is free and its
 // dependencies are done. The simulator and the executor both interpret actions this way.
+//
+// A backward is either one Backward (B) or split in two, as zero-bubble pipelines schedule it
+// (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, Section 2): BackwardInput (I) computes
+// the gradient with respect to the stage input — what the previous stage waits for — and
+// BackwardWeight (W) the gradients with respect to the stage's weights, which nothing downstream
+// waits for and which may run any time after its I and before the optimizer step. A stage's
+// micro-batch has either a B or an I followed (later, on the same device) by its W.
 //
 // Every compute action carries the weight version it reads, and OptimizerStep the version it
 // writes, so staleness is read off the versions rather than computed separately.
@@ -30,7 +37,19 @@ enum class Op : uint8_t {
   kRecv,
   kAllReduce,
   kOptimizerStep,
+  kBackwardInput,   // I: input gradient (the first half of a split backward)
+  kBackwardWeight,  // W: weight gradients (the second half)
 };
+
+// Backward or BackwardInput: the action that consumes the output gradient and produces the
+// input gradient.
+inline bool is_input_backward(Op op) {
+  return op == Op::kBackward || op == Op::kBackwardInput;
+}
+// Backward, BackwardInput or BackwardWeight.
+inline bool is_backward(Op op) {
+  return op == Op::kBackward || op == Op::kBackwardInput || op == Op::kBackwardWeight;
+}
 
 enum class Payload : uint8_t { kNone, kActivation, kGradient };
 
@@ -50,7 +69,7 @@ struct Action {
 
 StreamKind stream_of(Op op);
 const char* op_name(Op op);          // "forward", "backward", ...
-const char* op_letter(Op op);        // "F", "B", "R", "S", "V", "AR", "U"
+const char* op_letter(Op op);        // "F", "B", "R", "S", "V", "AR", "U", "I", "W"
 const char* payload_name(Payload p);  // "none", "activation", "gradient"
 bool parse_op(const std::string& name, Op& out);
 bool parse_payload(const std::string& name, Payload& out);

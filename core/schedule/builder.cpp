@@ -97,6 +97,26 @@ void ScheduleBuilder::backward(int stage, int mb) {
   send_gradients(stage, mb);
 }
 
+void ScheduleBuilder::backward_input(int stage, int mb) {
+  recv_gradients(stage, mb);
+  compute(Op::kBackwardInput, stage, mb);
+  send_gradients(stage, mb);
+}
+
+void ScheduleBuilder::backward_weight(int stage, int mb) {
+  compute(Op::kBackwardWeight, stage, mb);
+}
+
+void ScheduleBuilder::checkpointed_backward(int stage, int mb) {
+  if (recomputes(mb)) recompute(stage, mb);
+  backward(stage, mb);
+}
+
+void ScheduleBuilder::checkpointed_backward_input(int stage, int mb) {
+  if (recomputes(mb)) recompute(stage, mb);
+  backward_input(stage, mb);
+}
+
 void ScheduleBuilder::recompute(int stage, int mb) {
   compute(Op::kRecompute, stage, mb);
 }
@@ -133,6 +153,8 @@ void assign_versions(std::vector<Action>& list, int num_stages, bool stashes) {
         forward_version[{a.stage, a.micro_batch}] = cur;
         break;
       case Op::kBackward:
+      case Op::kBackwardInput:
+      case Op::kBackwardWeight:
       case Op::kRecompute: {
         auto it = forward_version.find({a.stage, a.micro_batch});
         a.version = (stashes && it != forward_version.end()) ? it->second : cur;

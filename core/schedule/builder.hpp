@@ -53,7 +53,14 @@ class ScheduleBuilder {
   // Backward with its transfers: Recv(gradient) per outgoing cross-device edge, Backward,
   // Send(gradient) per incoming cross-device edge.
   void backward(int stage, int mb);
+  // A split backward (action.hpp): BackwardInput with the backward's transfers, and later its
+  // BackwardWeight, which has none.
+  void backward_input(int stage, int mb);
+  void backward_weight(int stage, int mb);
   void recompute(int stage, int mb);
+  // backward() / backward_input(), preceded by the recompute when `mb` is checkpointed.
+  void checkpointed_backward(int stage, int mb);
+  void checkpointed_backward_input(int stage, int mb);
   void optimizer_step(int stage, int step);
 
   // The pieces of forward()/backward(), for generators that place transfers themselves.

@@ -139,6 +139,7 @@ void CompiledSchedule::index_actions(Links& l, const std::string& origin) {
   fwd_.assign(slots, -1);
   bwd_.assign(slots, -1);
   rec_.assign(slots, -1);
+  wgt_.assign(slots, -1);
   l.sends.assign(R * at(l.E) * 2 * at(l.J), -1);
   l.recvs.assign(l.sends.size(), -1);
   l.steps.assign(R * at(l.S) * at(l.T), -1);
@@ -189,11 +190,17 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
   switch (a.op) {
     case Op::kForward:
     case Op::kBackward:
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
     case Op::kRecompute: {
-      auto& table = a.op == Op::kForward ? fwd_ : a.op == Op::kBackward ? bwd_ : rec_;
-      const char* what = a.op == Op::kForward    ? "forwarded"
-                         : a.op == Op::kBackward ? "backwarded"
-                                                 : "recomputed";
+      auto& table = a.op == Op::kForward              ? fwd_
+                    : is_input_backward(a.op)         ? bwd_
+                    : a.op == Op::kBackwardWeight     ? wgt_
+                                                      : rec_;
+      const char* what = a.op == Op::kForward            ? "forwarded"
+                         : is_input_backward(a.op)       ? "backwarded"
+                         : a.op == Op::kBackwardWeight   ? "weight-backwarded"
+                                                         : "recomputed";
       auto& cell = table[slot(rep, a.stage, a.micro_batch)];
       if (cell >= 0) {
         fail(id, origin,
@@ -257,6 +264,11 @@ void CompiledSchedule::check_complete(const Links& l, const std::string& origin)
         }
         if (b < f) fail(b, origin, "backward before its forward");
         if (r >= 0 && (r < f || r > b)) fail(r, origin, "recompute outside its forward..backward");
+        const int32_t w = weight_backward_of(rep, s, mb);
+        const bool split = action(b).op == Op::kBackwardInput;
+        if (split && w < 0) fail(b, origin, "input-gradient backward without its weight backward");
+        if (!split && w >= 0) fail(w, origin, "weight backward without an input backward");
+        if (w >= 0 && w < b) fail(w, origin, "weight backward before its input backward");
       }
       for (int t = 0; t < l.T; ++t) {
         const int32_t step = l.steps[l.step(rep, s, t)];
@@ -265,7 +277,7 @@ void CompiledSchedule::check_complete(const Links& l, const std::string& origin)
                                        origin, dev, s, t));
         }
         for (int i = 0; i < sh.micro_batches; ++i) {
-          if (backward_of(rep, s, t * sh.micro_batches + i) > step) {
+          if (release_of(rep, s, t * sh.micro_batches + i) > step) {
             fail(step, origin,
                  fmt::format("optimizer step before the backward of micro-batch {}",
                              t * sh.micro_batches + i));
@@ -334,7 +346,9 @@ void CompiledSchedule::link_compute(Links& l, const std::string& origin) const {
       }
     } else if (a.op == Op::kRecompute) {
       need(forward_of(rep, a.stage, mb), "its forward");
-    } else if (a.op == Op::kBackward) {
+    } else if (a.op == Op::kBackwardWeight) {
+      need(backward_of(rep, a.stage, mb), "its input backward");
+    } else if (is_input_backward(a.op)) {
       need(forward_of(rep, a.stage, mb), "its forward");
       if (recompute_of(rep, a.stage, mb) >= 0) l.depend(id, recompute_of(rep, a.stage, mb));
       for (int32_t k = l.out_begin[at(a.stage)]; k < l.out_begin[at(a.stage) + 1]; ++k) {
@@ -346,7 +360,7 @@ void CompiledSchedule::link_compute(Links& l, const std::string& origin) const {
         }
       }
     } else if (a.op == Op::kAllReduce) {
-      const int32_t b = backward_of(rep, a.stage, mb);
+      const int32_t b = release_of(rep, a.stage, mb);
       if (action(b).step != a.step) {
         fail(id, origin, "all-reduce of a step after a backward of another step");
       }

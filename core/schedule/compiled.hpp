@@ -13,9 +13,11 @@
 //   Recompute(s, j)  Forward(s, j)
 //   Backward(s, j)   Forward(s, j), Recompute(s, j) if any, Backward(c, j) of every out-edge c
 //                    on the same device, else Recv(grad c->s, j)
-//   Send(act s->c)   Forward(s, j);  Send(grad s->p): Backward(s, j)
-//   AllReduce        its stage's Backward(s, j) — partially: the bucket is ready once backward
-//                    has produced the gradients of layers >= bucket.first_layer
+//   BackwardInput    as Backward (the input gradient is what it computes)
+//   BackwardWeight   its BackwardInput(s, j)
+//   Send(act s->c)   Forward(s, j);  Send(grad s->p): Backward(s, j) or BackwardInput(s, j)
+//   AllReduce        its stage's Backward(s, j) or BackwardWeight(s, j) — partially: the bucket is
+//                    ready once that has produced the gradients of layers >= bucket.first_layer
 //   OptimizerStep    the step's all-reduces on this device
 // plus the schedule's control dependencies. A Send and its Recv, and the all-reduces of one
 // bucket on all replicas, form rendezvous groups that start together.
@@ -70,9 +72,19 @@ class CompiledSchedule {
   int id(ActionRef r) const;
   int stream(int id) const { return stream_of_[static_cast<size_t>(id)]; }
   // The id of Forward / Backward / Recompute of micro-batch `mb` on `stage` of `replica`; -1 when
-  // the schedule has none (only Recompute may be missing in a compiled schedule).
+  // the schedule has none (only Recompute may be missing in a compiled schedule). backward_of is
+  // the Backward or, when the backward is split, its BackwardInput; weight_backward_of its
+  // BackwardWeight (-1: not split); release_of the one of them that ends the micro-batch's
+  // backward (the BackwardWeight if split, else the Backward).
   int forward_of(int replica, int stage, int mb) const { return fwd_[slot(replica, stage, mb)]; }
   int backward_of(int replica, int stage, int mb) const { return bwd_[slot(replica, stage, mb)]; }
+  int weight_backward_of(int replica, int stage, int mb) const {
+    return wgt_[slot(replica, stage, mb)];
+  }
+  int release_of(int replica, int stage, int mb) const {
+    const int w = wgt_[slot(replica, stage, mb)];
+    return w >= 0 ? w : bwd_[slot(replica, stage, mb)];
+  }
   int recompute_of(int replica, int stage, int mb) const { return rec_[slot(replica, stage, mb)]; }
 
   std::span<const int32_t> stream_actions(int stream) const {
@@ -130,7 +142,7 @@ class CompiledSchedule {
   std::vector<int32_t> dep_begin_;
   std::vector<Dependency> deps_;
   std::vector<int32_t> group_of_, group_begin_, group_members_;
-  std::vector<int32_t> fwd_, bwd_, rec_;  // by slot(replica, stage, mb); -1: none
+  std::vector<int32_t> fwd_, bwd_, rec_, wgt_;  // by slot(replica, stage, mb); -1: none
 };
 
 }  // namespace pipetwin

@@ -32,6 +32,8 @@ void CompiledSchedule::check_versions(const std::string& origin) const {
           expect = cur;
           break;
         case Op::kBackward:
+        case Op::kBackwardInput:
+        case Op::kBackwardWeight:
         case Op::kRecompute:
           // The forward came earlier on this device and was checked: its version is the one
           // the order gave it.

@@ -10,9 +10,10 @@ std::vector<Action> with_allreduce(const std::vector<Action>& list, const Pipeli
                                    std::vector<int32_t>& index_map) {
   std::vector<Action> out;
   out.reserve(list.size() * 2);
-  std::map<std::pair<int, int>, int32_t> last_backward;  // (stage, step) -> micro-batch
+  // (stage, step) -> micro-batch whose weight gradients come last (Backward or BackwardWeight)
+  std::map<std::pair<int, int>, int32_t> last_backward;
   for (const auto& a : list) {
-    if (a.op == Op::kBackward) last_backward[{a.stage, a.step}] = a.micro_batch;
+    if (a.op == Op::kBackward || a.op == Op::kBackwardWeight) last_backward[{a.stage, a.step}] = a.micro_batch;
     if (a.op == Op::kOptimizerStep) {
       if (shape.replicas < 2) {
         index_map.push_back(static_cast<int32_t>(out.size()));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/schedule/generators.hpp"
 
 namespace pipetwin {
 
@@ -45,7 +46,10 @@ double estimated_actions(const std::string& schedule, const PipelineShape& shape
     for (const auto& b : shape.buckets) buckets += b.empty() ? 1 : static_cast<double>(b.size());
     if (shape.buckets.empty()) buckets = K;
   }
-  const double per_iteration = K * M * (recompute ? 3 : 2) + edges * M * 4 + K + buckets;
+  // Split backwards (zb-h1, zb-h2, zbv, dualpipev) take one more compute action per micro-batch.
+  const bool split = schedule_info(schedule).splits_backward;
+  const double per_iteration =
+      K * M * ((recompute ? 3 : 2) + (split ? 1 : 0)) + edges * M * 4 + K + buckets;
   return per_iteration * static_cast<double>(shape.replicas) *
          static_cast<double>(shape.iterations);
 }

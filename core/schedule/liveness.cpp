@@ -190,7 +190,10 @@ void LivenessCursor::apply(int id) {
       pin(a.stage, a.micro_batch, a.version);
       break;
     }
-    case Op::kBackward: {
+    case Op::kBackwardInput:  // a split backward keeps everything for its weight half
+      break;
+    case Op::kBackward:
+    case Op::kBackwardWeight: {
       const size_t s = mb_slot(a.stage, a.micro_batch);
       if (built_[s] >= 0) --graphs_[li];
       built_[s] = -1;
@@ -230,7 +233,7 @@ LiveSet LivenessCursor::live_set() const {
       m.built_by = built_[k];
       m.graph_version = m.built_by >= 0 ? cs_.action(m.built_by).version : -1;
       m.pinned_version = pin_[k];
-      m.freed_by = cs_.backward_of(replica_, s, m.micro_batch);
+      m.freed_by = cs_.release_of(replica_, s, m.micro_batch);
       if (m.pinned_version >= 0)
         freed[at(m.pinned_version)] = std::max(freed[at(m.pinned_version)], m.freed_by);
       out.micro_batches.push_back(m);

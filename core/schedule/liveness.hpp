@@ -22,6 +22,13 @@
 //                    parameters" (FTPipe Section 4.2.1), "we use the delayed inputs and the latest
 //                    weight to recompute the forward pass" (EPFL report Section 2.3).
 //   Backward(s, j)   frees the input and the graph.
+//   BackwardInput(s, j) and BackwardWeight(s, j), a backward split in two (action.hpp): the first
+//                    frees nothing, the second frees what Backward frees. What the weight
+//                    gradients need — the inputs of the stage's weighted operators and the
+//                    gradients of their outputs — stays alive until W runs; the walk counts the
+//                    whole graph for it, as Qi et al. (2024) count a micro-batch's activation
+//                    memory M_B until its W in their Table 1 (the executor holds a subset:
+//                    exec/runtime/weight_grad_store.hpp).
 //
 // Weight versions. A micro-batch pins a version of its stage while it will still read it:
 //   - its graph pins the version the graph was built on, from the Forward or Recompute that built
@@ -72,7 +79,7 @@ struct LiveMicroBatch {
   int graph_version = -1;  // version the graph was built on; -1: no graph
   int pinned_version =
       -1;             // version it keeps alive (the graph's, or a stash a Recompute will read)
-  int freed_by = -1;  // its Backward
+  int freed_by = -1;  // its Backward (its BackwardWeight when split)
   bool operator==(const LiveMicroBatch&) const = default;
 };
 

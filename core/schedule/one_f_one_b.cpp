@@ -9,15 +9,13 @@
 #include "core/error.hpp"
 #include "core/schedule/builder.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/schedule/virtual_stages.hpp"
 
 namespace pipetwin {
 
 Schedule make_1f1b(const PipelineShape& shape) {
   ScheduleBuilder b("1f1b", shape);
-  if (!b.shape().one_stage_per_device()) {
-    throw InputError("schedule 1f1b: needs one stage per device (this plan puts several stages "
-                     "on one device; use gpipe)");
-  }
+  require_runnable("1f1b", b.shape());
   const int M = b.M(), K = b.K();
   auto bwd = [&](int s, int mb) {
     if (b.recomputes(mb)) b.recompute(s, mb);

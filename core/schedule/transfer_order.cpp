@@ -30,6 +30,9 @@ double nominal_time(Op op) {
       return 1;
     case Op::kBackward:
       return 2;
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
+      return 1;
     default:
       return 0;
   }
@@ -75,7 +78,11 @@ void data_preds(const PipelineShape& sh, const Action& a, FindCompute compute, F
     case Op::kRecompute:
       add(compute(Op::kForward, a.stage, a.micro_batch));
       break;
+    case Op::kBackwardWeight:
+      add(compute(Op::kBackward, a.stage, a.micro_batch));  // its BackwardInput (see below)
+      break;
     case Op::kBackward:
+    case Op::kBackwardInput:
       add(compute(Op::kForward, a.stage, a.micro_batch));
       add(compute(Op::kRecompute, a.stage, a.micro_batch));
       for (const auto& e : sh.edges) {
@@ -113,8 +120,9 @@ Graph build_graph(const PipelineShape& sh, const std::vector<std::vector<Action>
       sends[transfer_key(a)] = id;
     else if (a.op == Op::kRecv)
       recvs[transfer_key(a)] = id;
-    else
-      computes[{static_cast<int>(a.op), a.stage, a.micro_batch}] = id;
+    else  // a split backward's input half stands where a whole Backward would
+      computes[{static_cast<int>(a.op == Op::kBackwardInput ? Op::kBackward : a.op), a.stage,
+                a.micro_batch}] = id;
   }
   auto compute = [&](Op op, int stage, int mb) {
     auto it = computes.find({static_cast<int>(op), stage, mb});
