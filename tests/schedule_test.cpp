@@ -221,6 +221,46 @@ TEST_F(BrokenSchedule, OptimizerStepBeforeBackward) {
                                         HasSubstr("declares weight version")));
 }
 
+// A split backward (BackwardInput I, BackwardWeight W) broken in each way compiling catches.
+class BrokenSplit : public BrokenSchedule {
+ protected:
+  void SetUp() override { s = make_zb_h1(test::pipeline_shape(2, 3)); }
+};
+
+TEST_F(BrokenSplit, ZbH1CompilesAndRoundTripsThroughJson) {
+  EXPECT_EQ(error(), "");
+  const Schedule back = schedule_from_json(JsonView(schedule_to_json(s), "s.json"));
+  EXPECT_EQ(letters(back.devices[1], false), letters(s.devices[1], false));
+  // The last stage defers its W's: F0 I0 F1 I1 W0 F2 I2 W1 W2 on stage 1 of 2.
+  EXPECT_THAT(letters(s.devices[1]), ::testing::ElementsAre("F0", "I0", "F1", "I1", "W0", "F2",
+                                                            "I2", "W1", "W2", "U-1"));
+}
+
+TEST_F(BrokenSplit, WeightHalfWithoutItsInputHalf) {
+  dev(1)[find(1, Op::kBackwardInput, 1)].op = Op::kBackward;
+  EXPECT_THAT(error(), HasSubstr("weight backward without an input backward"));
+}
+
+TEST_F(BrokenSplit, InputHalfWithoutItsWeightHalf) {
+  dev(0).erase(dev(0).begin() + static_cast<long>(find(0, Op::kBackwardWeight, 2)));
+  EXPECT_THAT(error(), HasSubstr("input-gradient backward without its weight backward"));
+}
+
+TEST_F(BrokenSplit, WeightHalfBeforeItsInputHalf) {
+  const size_t w = find(1, Op::kBackwardWeight, 0);
+  const Action moved = dev(1)[w];
+  dev(1).erase(dev(1).begin() + static_cast<long>(w));
+  dev(1).insert(dev(1).begin(), moved);
+  EXPECT_THAT(error(), HasSubstr("weight backward before its input backward"));
+}
+
+TEST_F(BrokenSplit, OptimizerStepBeforeAWeightHalf) {
+  const size_t u = dev(1).size() - 1;
+  ASSERT_EQ(dev(1)[u].op, Op::kOptimizerStep);
+  std::swap(dev(1)[u], dev(1)[u - 1]);  // the step before the last W
+  EXPECT_THAT(error(), HasSubstr("optimizer step before the backward of micro-batch 2"));
+}
+
 TEST(ScheduleJson, BadFieldsNameTheField) {
   Json doc = schedule_to_json(make_gpipe(test::pipeline_shape(2, 2)));
   doc["devices"][0][1]["op"] = "fly";

@@ -171,6 +171,34 @@ TEST(Timeline, CompleteEventsSitOnTheirStreamInMicroseconds) {
   EXPECT_EQ(tid_of["allreduce"], 3);
 }
 
+// A split backward's halves are slices of their own on the compute stream, named I and W.
+TEST(Timeline, SplitBackwardHalvesAreTheirOwnSlices) {
+  Timeline t = sample_timeline();
+  Action i{Op::kBackwardInput, Payload::kNone, 0, 1, -1, -1, 0, 0};
+  Action w{Op::kBackwardWeight, Payload::kNone, 0, 1, -1, -1, 0, 0};
+  t.events.push_back({0, i, 0.010, 0.011});
+  t.events.push_back({0, w, 0.012, 0.0135});
+  const Json doc = timeline_to_chrome_trace(t);
+  int seen = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["args"]["mb"] != 1) continue;
+    if (e["args"]["op"] == "backward_input") {
+      EXPECT_EQ(e["name"], "I s0 mb1 v0");
+      EXPECT_NEAR(e["dur"].get<double>(), 1000, 1e-9);
+      ++seen;
+    } else if (e["args"]["op"] == "backward_weight") {
+      EXPECT_EQ(e["name"], "W s0 mb1 v0");
+      EXPECT_NEAR(e["dur"].get<double>(), 1500, 1e-9);
+      ++seen;
+    }
+    if (seen > 0) EXPECT_EQ(e["tid"], 0);
+  }
+  EXPECT_EQ(seen, 2);
+  const Timeline back = timeline_from_chrome_trace(JsonView(doc, "t.json"));
+  EXPECT_EQ(back.events.size(), t.events.size());
+  EXPECT_EQ(back.events.back().action.op, Op::kBackwardWeight);
+}
+
 TEST(TimelineErrors, BadTraces) {
   const Json good = timeline_to_chrome_trace(sample_timeline());
   auto error_of = [](const Json& doc) {
