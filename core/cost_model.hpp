@@ -91,8 +91,8 @@ struct StageCost {
   double grad_bytes = 0;   // active layers
   double optimizer_bytes = 0;
   double frozen_bytes = 0;  // frozen layers' footprint (lambda_frozen of their active footprint)
-  std::vector<Bucket> buckets;         // DDP buckets, reverse layer order
-  std::vector<double> bucket_ready_s;  // offset into the backward at which bucket b is ready
+  std::vector<Bucket> buckets;                // DDP buckets, reverse layer order
+  std::vector<double> bucket_ready_s;         // offset into the backward at which bucket b is ready
   std::vector<double> bucket_weight_ready_s;  // the same into a BackwardWeight (split backward)
   double static_bytes() const { return param_bytes + grad_bytes + optimizer_bytes + frozen_bytes; }
 };

@@ -43,8 +43,8 @@ class LayerOption {
 // The model options: "layers", then one LayerOption per per-layer key, in this order.
 const std::vector<std::string>& synthetic_keys() {
   static const std::vector<std::string> keys = {
-      "layers",   "fwd_ms",   "bwd_ms",   "recompute_ms", "overhead_ms", "act_kb",
-      "saved_kb", "input_kb", "param_kb", "optimizer_kb", "opt_ms",      "opt_new_ms", "wgrad_ms"};
+      "layers",   "fwd_ms",   "bwd_ms",       "recompute_ms", "overhead_ms", "act_kb",  "saved_kb",
+      "input_kb", "param_kb", "optimizer_kb", "opt_ms",       "opt_new_ms",  "wgrad_ms"};
   return keys;
 }
 

@@ -79,9 +79,12 @@ def plan_point(args, tmp, model, schedule, M, prof):
     """Profile at the micro-batch size B/M into `prof` and plan K stages from it; returns the plan."""
     plan = os.path.join(tmp, "plan.json")
     profile(args, model, args.batch // M, prof)
+    # "interleaved-1f1b/v2": the schedule with two model chunks per device (--virtual-stages 2).
+    name, _, v = schedule.partition("/v")
+    extra = ["--virtual-stages", v] if v else []
     sh(args.pipetwin, "plan", "--model", model, "--profile", prof, "--cluster", args.cluster, "-K", str(args.stages),
-       "--schedule", schedule, "-B", str(args.batch), "-M", str(M), "--partitioner", "balance-time",
-       "--iterations", str(args.iterations), "-q", "-o", plan)
+       "--schedule", name, "-B", str(args.batch), "-M", str(M), "--partitioner", "balance-time",
+       "--iterations", str(args.iterations), "-q", "-o", plan, *extra)
     return plan
 
 
@@ -113,7 +116,8 @@ def one(args, tmp, model, schedule, M):
     --rounds), the round with the median error counts. Within minutes this host's speed moves by
     more than the model's error, either way; the median of a few steady rounds reads the model."""
     os.makedirs(os.path.join(args.out, "profiles"), exist_ok=True)
-    prof = os.path.join(args.out, "profiles", f"{model.replace(':', '-')}-{schedule}-M{M}.profile.json")
+    prof = os.path.join(args.out, "profiles",
+                        f"{model.replace(':', '-')}-{schedule.replace('/', '-')}-M{M}.profile.json")
     plan = plan_point(args, tmp, model, schedule, M, prof)
     done = rounds(args, tmp, model, M, plan, prof)
     kept = [r for r in done if r["steady"]] or sorted(done, key=lambda r: r["drift"])[:args.rounds]
@@ -141,7 +145,8 @@ def main():
     ap = arg_parser(__doc__)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--models", default="vit:tiny,bert:tiny")
-    ap.add_argument("--schedules", default="gpipe,1f1b,pipedream")
+    ap.add_argument("--schedules", default="gpipe,1f1b,pipedream",
+                    help="comma-separated; NAME/vV plans V model chunks per device (interleaved-1f1b/v2)")
     ap.add_argument("--chunks", default="1,4,8")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--stages", type=int, default=2)

@@ -66,11 +66,10 @@ std::vector<Dep> expected_deps(const CompiledSchedule& cs, int id) {
   const int s = a.stage, j = a.micro_batch;
   std::vector<Dep> out;
   auto data = [&](Op op, Payload p, int stage, int peer) {
-    const int same_device = op == Op::kForward ? find_op(cs, rep, op, peer, j)
-                                               : find_input_backward(cs, rep, peer, j);
-    out.emplace_back(sh.device_of(peer) == local ? same_device
-                                                 : find_recv(cs, rep, p, stage, peer, j),
-                     -1);
+    const int same_device =
+        op == Op::kForward ? find_op(cs, rep, op, peer, j) : find_input_backward(cs, rep, peer, j);
+    out.emplace_back(
+        sh.device_of(peer) == local ? same_device : find_recv(cs, rep, p, stage, peer, j), -1);
   };
   switch (a.op) {
     case Op::kForward:

@@ -232,8 +232,8 @@ TEST_F(BrokenSplit, ZbH1CompilesAndRoundTripsThroughJson) {
   const Schedule back = schedule_from_json(JsonView(schedule_to_json(s), "s.json"));
   EXPECT_EQ(letters(back.devices[1], false), letters(s.devices[1], false));
   // The last stage defers its W's: F0 I0 F1 I1 W0 F2 I2 W1 W2 on stage 1 of 2.
-  EXPECT_THAT(letters(s.devices[1]), ::testing::ElementsAre("F0", "I0", "F1", "I1", "W0", "F2",
-                                                            "I2", "W1", "W2", "U-1"));
+  EXPECT_THAT(letters(s.devices[1]),
+              ::testing::ElementsAre("F0", "I0", "F1", "I1", "W0", "F2", "I2", "W1", "W2", "U-1"));
 }
 
 TEST_F(BrokenSplit, WeightHalfWithoutItsInputHalf) {

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.hpp"
 #include "core/memory.hpp"
 #include "core/schedule/compiled.hpp"
-#include "core/error.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/virtual_stages.hpp"
 #include "sim_test_util.hpp"

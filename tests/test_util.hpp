@@ -156,8 +156,8 @@ inline bool place_for(const std::string& schedule, PipelineShape& shape) {
   const int v = default_virtual_stages(schedule);
   if (shape.num_stages % v != 0) return false;
   if (stage_layout_of(schedule) != StageLayout::kOnePerDevice) {
-    shape.stage_device = virtual_stage_layout(stage_layout_of(schedule), shape.num_stages / v, v,
-                                              schedule);
+    shape.stage_device =
+        virtual_stage_layout(stage_layout_of(schedule), shape.num_stages / v, v, schedule);
     shape.devices_per_replica = shape.num_stages / v;
   }
   return schedule_refusal(schedule, shape).empty();

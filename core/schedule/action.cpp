@@ -6,48 +6,73 @@ namespace pipetwin {
 
 StreamKind stream_of(Op op) {
   switch (op) {
-    case Op::kSend: return StreamKind::kSend;
-    case Op::kRecv: return StreamKind::kRecv;
-    case Op::kAllReduce: return StreamKind::kCollective;
-    default: return StreamKind::kCompute;
+    case Op::kSend:
+      return StreamKind::kSend;
+    case Op::kRecv:
+      return StreamKind::kRecv;
+    case Op::kAllReduce:
+      return StreamKind::kCollective;
+    default:
+      return StreamKind::kCompute;
   }
 }
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kForward: return "forward";
-    case Op::kBackward: return "backward";
-    case Op::kRecompute: return "recompute";
-    case Op::kSend: return "send";
-    case Op::kRecv: return "recv";
-    case Op::kAllReduce: return "allreduce";
-    case Op::kOptimizerStep: return "optimizer_step";
-    case Op::kBackwardInput: return "backward_input";
-    case Op::kBackwardWeight: return "backward_weight";
+    case Op::kForward:
+      return "forward";
+    case Op::kBackward:
+      return "backward";
+    case Op::kRecompute:
+      return "recompute";
+    case Op::kSend:
+      return "send";
+    case Op::kRecv:
+      return "recv";
+    case Op::kAllReduce:
+      return "allreduce";
+    case Op::kOptimizerStep:
+      return "optimizer_step";
+    case Op::kBackwardInput:
+      return "backward_input";
+    case Op::kBackwardWeight:
+      return "backward_weight";
   }
   return "?";
 }
 
 const char* op_letter(Op op) {
   switch (op) {
-    case Op::kForward: return "F";
-    case Op::kBackward: return "B";
-    case Op::kRecompute: return "R";
-    case Op::kSend: return "S";
-    case Op::kRecv: return "V";
-    case Op::kAllReduce: return "AR";
-    case Op::kOptimizerStep: return "U";
-    case Op::kBackwardInput: return "I";
-    case Op::kBackwardWeight: return "W";
+    case Op::kForward:
+      return "F";
+    case Op::kBackward:
+      return "B";
+    case Op::kRecompute:
+      return "R";
+    case Op::kSend:
+      return "S";
+    case Op::kRecv:
+      return "V";
+    case Op::kAllReduce:
+      return "AR";
+    case Op::kOptimizerStep:
+      return "U";
+    case Op::kBackwardInput:
+      return "I";
+    case Op::kBackwardWeight:
+      return "W";
   }
   return "?";
 }
 
 const char* payload_name(Payload p) {
   switch (p) {
-    case Payload::kActivation: return "activation";
-    case Payload::kGradient: return "gradient";
-    default: return "none";
+    case Payload::kActivation:
+      return "activation";
+    case Payload::kGradient:
+      return "gradient";
+    default:
+      return "none";
   }
 }
 
@@ -74,10 +99,14 @@ bool parse_payload(const std::string& name, Payload& out) {
 
 const char* stream_name(StreamKind s) {
   switch (s) {
-    case StreamKind::kCompute: return "compute";
-    case StreamKind::kSend: return "send";
-    case StreamKind::kRecv: return "recv";
-    case StreamKind::kCollective: return "collective";
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kSend:
+      return "send";
+    case StreamKind::kRecv:
+      return "recv";
+    case StreamKind::kCollective:
+      return "collective";
   }
   return "?";
 }

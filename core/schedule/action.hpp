@@ -68,8 +68,8 @@ struct Action {
 };
 
 StreamKind stream_of(Op op);
-const char* op_name(Op op);          // "forward", "backward", ...
-const char* op_letter(Op op);        // "F", "B", "R", "S", "V", "AR", "U", "I", "W"
+const char* op_name(Op op);           // "forward", "backward", ...
+const char* op_letter(Op op);         // "F", "B", "R", "S", "V", "AR", "U", "I", "W"
 const char* payload_name(Payload p);  // "none", "activation", "gradient"
 bool parse_op(const std::string& name, Op& out);
 bool parse_payload(const std::string& name, Payload& out);

@@ -193,14 +193,14 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
     case Op::kBackwardInput:
     case Op::kBackwardWeight:
     case Op::kRecompute: {
-      auto& table = a.op == Op::kForward              ? fwd_
-                    : is_input_backward(a.op)         ? bwd_
-                    : a.op == Op::kBackwardWeight     ? wgt_
-                                                      : rec_;
-      const char* what = a.op == Op::kForward            ? "forwarded"
-                         : is_input_backward(a.op)       ? "backwarded"
-                         : a.op == Op::kBackwardWeight   ? "weight-backwarded"
-                                                         : "recomputed";
+      auto& table = a.op == Op::kForward          ? fwd_
+                    : is_input_backward(a.op)     ? bwd_
+                    : a.op == Op::kBackwardWeight ? wgt_
+                                                  : rec_;
+      const char* what = a.op == Op::kForward          ? "forwarded"
+                         : is_input_backward(a.op)     ? "backwarded"
+                         : a.op == Op::kBackwardWeight ? "weight-backwarded"
+                                                       : "recomputed";
       auto& cell = table[slot(rep, a.stage, a.micro_batch)];
       if (cell >= 0) {
         fail(id, origin,

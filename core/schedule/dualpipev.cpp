@@ -15,102 +15,62 @@
 // where W runs the oldest queued weight-gradient half (the reference's WeightGradStore) and the
 // backwards outside the zero-bubble steps are whole. Needs M >= 2D micro-batches, as the
 // reference asserts. Synchronous: each stage steps after its last backward.
-#include <deque>
-#include <utility>
-
-#include <fmt/format.h>
-
-#include "core/error.hpp"
-#include "core/schedule/builder.hpp"
 #include "core/schedule/generators.hpp"
-#include "core/schedule/virtual_stages.hpp"
+#include "core/schedule/v_device.hpp"
 
 namespace pipetwin {
 
 namespace {
 
-class DualDevice {
- public:
-  DualDevice(ScheduleBuilder& b, int D, int rank, int base)
-      : b_(b), stage_{rank, 2 * D - 1 - rank}, base_(base) {}
-  void F(int c) { b_.forward(stage_[c], base_ + f_[c]++); }
-  // A backward of chunk c: whole, or its input half with the weight half queued (zero bubble).
-  void B(int c, bool zero_bubble = false) {
-    const int mb = base_ + b_count_[c]++;
-    if (!zero_bubble) {
-      b_.checkpointed_backward(stage_[c], mb);
-      return;
-    }
-    b_.checkpointed_backward_input(stage_[c], mb);
-    queued_.emplace_back(stage_[c], mb);
-  }
-  void W() {
-    b_.backward_weight(queued_.front().first, queued_.front().second);
-    queued_.pop_front();
-  }
-  void FB(int forward_chunk, int backward_chunk) {
-    F(forward_chunk);
-    B(backward_chunk);
-  }
-  void steps(int step) {
-    b_.optimizer_step(stage_[0], step);
-    b_.optimizer_step(stage_[1], step);
-  }
+// F&B: the forward of one chunk next to the backward of the other.
+void forward_backward(VDevice& v, int forward_chunk, int backward_chunk) {
+  v.F(forward_chunk);
+  v.B(backward_chunk);
+}
 
- private:
-  ScheduleBuilder& b_;
-  int stage_[2];
-  int base_;
-  int f_[2] = {0, 0}, b_count_[2] = {0, 0};
-  std::deque<std::pair<int, int>> queued_;  // (stage, micro-batch) of queued weight halves
-};
+// Step 6: r + 1 times a backward of chunk 1 and one of chunk 0, split from the middle on.
+void backwards_both(VDevice& v, int r) {
+  bool split = false;
+  const int n = r + 1;
+  for (int i = 0; i < n; ++i) {
+    if (i == n / 2 && r % 2 == 1) split = true;
+    split ? v.I(1) : v.B(1);
+    if (i == n / 2 && r % 2 == 0) split = true;
+    split ? v.I(0) : v.B(0);
+  }
+}
 
-void emit_device(ScheduleBuilder& b, int D, int r, int step) {
-  DualDevice v(b, D, r, step * b.M());
+void emit_device(VDevice& v, int D, int r, int M) {
   for (int i = 0; i < (D - r - 1) * 2; ++i) v.F(0);  // 1
-  for (int i = 0; i < r + 1; ++i) {                   // 2
+  for (int i = 0; i < r + 1; ++i) {                  // 2
     v.F(0);
     v.F(1);
   }
   for (int i = 0; i < D - r - 1; ++i) {  // 3
-    v.B(1, true);
+    v.I(1);
     v.W();
     v.F(1);
   }
-  for (int i = 0; i < b.M() - 2 * D + r + 1; ++i) {  // 4
-    v.FB(0, 1);
-    v.FB(1, 0);
+  for (int i = 0; i < M - 2 * D + r + 1; ++i) {  // 4
+    forward_backward(v, 0, 1);
+    forward_backward(v, 1, 0);
   }
   for (int i = 0; i < D - r - 1; ++i) {  // 5
     v.B(1);
-    v.FB(1, 0);
+    forward_backward(v, 1, 0);
   }
-  bool zero_bubble = false;  // 6: the second half of these backwards are split
-  const int step6 = r + 1;
-  for (int i = 0; i < step6; ++i) {
-    if (i == step6 / 2 && r % 2 == 1) zero_bubble = true;
-    v.B(1, zero_bubble);
-    if (i == step6 / 2 && r % 2 == 0) zero_bubble = true;
-    v.B(0, zero_bubble);
-  }
+  backwards_both(v, r);                  // 6
   for (int i = 0; i < D - r - 1; ++i) {  // 7
     v.W();
-    v.B(0, true);
+    v.I(0);
   }
   for (int i = 0; i < r + 1; ++i) v.W();  // 8
-  v.steps(step);
 }
 
 }  // namespace
 
 Schedule make_dualpipev(const PipelineShape& shape) {
-  ScheduleBuilder b("dualpipev", shape);
-  require_runnable("dualpipev", b.shape());
-  const int D = b.shape().devices_per_replica;
-  for (int step = 0; step < b.N(); ++step) {
-    for (int r = 0; r < D; ++r) emit_device(b, D, r, step);
-  }
-  return b.finish(/*stashes_weights=*/true);
+  return make_v_schedule("dualpipev", shape, emit_device);
 }
 
 }  // namespace pipetwin

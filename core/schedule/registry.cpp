@@ -18,12 +18,10 @@ const std::vector<ScheduleInfo>& schedule_catalog() {
       {"interleaved-1f1b", false, "1F1B over v model chunks per device (Megatron-LM, SC'21)"},
       {"zb-h1", false, "zero bubble H1: split backward, W deferred, 1F1B's memory (Qi et al.)",
        true},
-      {"zb-h2", false, "zero bubble H2: more warm-up, about twice 1F1B's memory (Qi et al.)",
-       true},
+      {"zb-h2", false, "zero bubble H2: more warm-up, about twice 1F1B's memory (Qi et al.)", true},
       {"zbv", false, "zero bubble V: two chunks per device in a V, 1F1B's memory (Qi et al.)",
        true},
-      {"dualpipev", false, "DeepSeek-V3's DualPipe, V form: F&B of two micro-batches paired",
-       true},
+      {"dualpipev", false, "DeepSeek-V3's DualPipe, V form: F&B of two micro-batches paired", true},
   };
   return catalog;
 }

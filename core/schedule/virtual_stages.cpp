@@ -47,18 +47,19 @@ std::string layout_refusal(const PipelineShape& shape, StageLayout layout,
                            const std::string& schedule) {
   const int devices = shape.devices_per_replica;
   const int v = shape.num_stages / devices;
-  const bool fits = shape.num_stages == v * devices &&
-                    (layout == StageLayout::kVShape        ? v == 2
-                     : layout == StageLayout::kOnePerDevice ? v == 1
-                                                            : true);
+  const bool fits =
+      shape.num_stages == v * devices && (layout == StageLayout::kVShape         ? v == 2
+                                          : layout == StageLayout::kOnePerDevice ? v == 1
+                                                                                 : true);
   if (fits && shape.stage_device == virtual_stage_layout(layout, devices, v, "")) return "";
-  const char* want = layout == StageLayout::kVShape
-                         ? "a V: two per device, device d holding stages d and 2D-1-d"
-                     : layout == StageLayout::kInterleaved ? "interleaved: stage s on device s mod D"
-                                                           : "one per device";
-  return fmt::format("schedule {}: needs its stages placed {} (stage devices [{}]; plan with "
-                     "--virtual-stages)",
-                     schedule, want, fmt::join(shape.stage_device, ", "));
+  const char* want =
+      layout == StageLayout::kVShape ? "a V: two per device, device d holding stages d and 2D-1-d"
+      : layout == StageLayout::kInterleaved ? "interleaved: stage s on device s mod D"
+                                            : "one per device";
+  return fmt::format(
+      "schedule {}: needs its stages placed {} (stage devices [{}]; plan with "
+      "--virtual-stages)",
+      schedule, want, fmt::join(shape.stage_device, ", "));
 }
 
 }  // namespace
@@ -77,19 +78,22 @@ std::string schedule_refusal(const std::string& schedule, const PipelineShape& r
            "device; use gpipe)";
   }
   if (schedule == "zbv" && M < 2 * D - 1) {
-    return fmt::format("schedule zbv: needs at least 2D - 1 = {} micro-batches on {} devices "
-                       "(M = {})",
-                       2 * D - 1, D, M);
+    return fmt::format(
+        "schedule zbv: needs at least 2D - 1 = {} micro-batches on {} devices "
+        "(M = {})",
+        2 * D - 1, D, M);
   }
   if (schedule == "dualpipev" && M < 2 * D) {
-    return fmt::format("schedule dualpipev: needs at least 2D = {} micro-batches on {} devices "
-                       "(M = {})",
-                       2 * D, D, M);
+    return fmt::format(
+        "schedule dualpipev: needs at least 2D = {} micro-batches on {} devices "
+        "(M = {})",
+        2 * D, D, M);
   }
   if (schedule == "interleaved-1f1b" && shape.num_stages > D && M % D != 0) {
-    return fmt::format("schedule interleaved-1f1b: micro-batches must be a multiple of the {} "
-                       "devices (M = {})",
-                       D, M);
+    return fmt::format(
+        "schedule interleaved-1f1b: micro-batches must be a multiple of the {} "
+        "devices (M = {})",
+        D, M);
   }
   return "";
 }
@@ -99,8 +103,7 @@ void require_runnable(const std::string& schedule, const PipelineShape& shape) {
   if (!why.empty()) throw InputError(why);
 }
 
-PipelineShape lay_out_stages(const std::string& schedule, PipelineShape shape, int devices,
-                             int v) {
+PipelineShape lay_out_stages(const std::string& schedule, PipelineShape shape, int devices, int v) {
   shape.num_stages = devices * v;
   shape.stage_device = virtual_stage_layout(stage_layout_of(schedule), devices, v, schedule);
   shape.devices_per_replica = devices;
