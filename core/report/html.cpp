@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/json_io.hpp"
+#include "core/report/html_schedule_choice.hpp"
 #include "core/report/html_tables.hpp"
 
 namespace pipetwin::report {
@@ -45,6 +46,7 @@ struct Page {
   std::string runs_section();
   std::string sweep_article(const CsvFile& f);
   std::string csv_section(CsvKind kind, const char* id, const char* title, const char* intro);
+  std::string schedule_choice_section();
   std::string files_section();
   std::string render();
 };
@@ -171,6 +173,23 @@ std::string Page::csv_section(CsvKind kind, const char* id, const char* title, c
                      title, intro, body);
 }
 
+std::string Page::schedule_choice_section() {
+  std::string body;
+  for (const auto& f : in.csvs) {
+    if (f.kind == CsvKind::kComparison) continue;
+    if (const auto choice = schedule_choice(f.table)) {
+      body += schedule_choice_html(f, *choice, charts);
+    }
+  }
+  if (body.empty()) return "";
+  return "<section id=\"schedule-choice\"><h2>Schedule choice by micro-batch count</h2><p "
+         "class=\"note\">Per micro-batch count M: the fastest schedule that fits in device "
+         "memory, the runner-up and how much slower it is, the schedules over memory and those "
+         "that could not run (hover for why). Highlighted rows: the choice flips. Charts: hollow "
+         "points on dashed lines do not fit; vertical marks are the flips.</p>" +
+         body + "</section>";
+}
+
 std::string Page::files_section() {
   std::string out = "<section id=\"files\"><h2>Files</h2>";
   if (!in.warnings.empty()) {
@@ -188,6 +207,7 @@ std::string Page::files_section() {
 
 std::string Page::render() {
   std::string sections = runs_section();
+  sections += schedule_choice_section();
   sections += csv_section(CsvKind::kSweep, "sweeps", "Sweeps",
                           "Each numeric metric column against the sweep's x column.");
   sections += csv_section(CsvKind::kComparison, "comparisons", "Reproduction and validation",

@@ -7,6 +7,9 @@
 //                its measurement (core/compare.hpp), the metrics, and the Gantt charts of its
 //                timelines side by side on one time axis, with bubbles and overlap shaded
 //                (core/report/gantt.hpp)
+//   schedule choice  for a sweep of two or more schedules over several micro-batch counts M:
+//                the fastest schedule that fits per M, where the choice flips, and iteration time
+//                and peak memory against M per schedule (core/report/html_schedule_choice.hpp)
 //   sweeps       line charts of each metric against the sweep's x column, one line per
 //                combination of the other inputs, and the table behind them
 //   comparisons  reproduction and validation tables with each row's error
@@ -17,8 +20,9 @@
 //
 // When the script has drawn everything it sets data-render-status="ok" on <body> and writes the
 // counts of what it drew (Gantt charts and bars, bubble and overlap shades, line charts, lines
-// and points) into data- attributes of <body> and a hidden #pt-render-counts element, so a
-// headless browser can check the page rendered (tests/report_test.sh).
+// and points, hollow points of schedules that do not fit, flip marks) into data- attributes of
+// <body> and a hidden #pt-render-counts element, so a headless browser can check the page
+// rendered (tests/report_test.sh, tests/report_schedule_choice_test.cpp).
 //
 // Thread-safety: pure functions; write_report writes one file.
 #pragma once

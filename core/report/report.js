@@ -3,7 +3,12 @@
 //   gantts[i]  drawn into .gantt-host[data-gantt=i]: one row per device stream, a bar per action
 //              coloured by kind with its micro-batch number, hatched bubbles on compute rows, a
 //              green strip under the part of each transfer that overlaps compute
-//   charts[i]  drawn into .line-host[data-chart=i]: a line per series, a dot per point
+//   charts[i]  drawn into .line-host[data-chart=i]: a line per series, a dot per point; optional
+//              fields (the schedule-choice charts): series[k].fits (per point; a point that does
+//              not fit is hollow and its segments dashed), marks (vertical lines at x with a
+//              label: where the choice flips), hlines (horizontal lines at y with a label: the
+//              device memory), winners (points ringed: the fastest that fits at each x),
+//              zero: false (the y axis need not start at 0)
 // Text from files is only ever set with textContent / setAttribute, never parsed as HTML.
 // When done, <body data-render-status="ok"> and the counts of drawn elements go to data-
 // attributes of <body> and to #pt-render-counts (read by tests/report_test.sh).
@@ -210,8 +215,13 @@
   }
 
   function lineScales(c, W, H, m) {
-    var xs = [], ys = [0];
+    var xs = [], ys = c.zero === false ? [] : [0];
     c.series.forEach(function (s) { xs = xs.concat(s.x); ys = ys.concat(s.y); });
+    (c.hlines || []).forEach(function (h) { ys.push(h.y); });
+    if (c.zero === false && ys.length) {
+      var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
+      ys.push(lo - 0.08 * Math.max(hi - lo, Math.abs(lo) * 0.01));
+    }
     var log = powersOfTwo(xs);
     var fx = log ? Math.log2 : function (v) { return v; };
     var x0 = Math.min.apply(null, xs.map(fx)), x1 = Math.max.apply(null, xs.map(fx));
@@ -220,6 +230,7 @@
     if (y1 === y0) { y1 = y0 + 1; }
     var yt = niceTicks(y0, y1, 5);
     y1 = Math.max(y1, yt[yt.length - 1]);
+    y0 = Math.min(y0, yt[0]);
     var xt = [];
     if (log) {
       for (var e = x0; e <= x1; e++) xt.push(Math.pow(2, e));
@@ -255,14 +266,17 @@
     legend.className = 'legend';
     c.series.forEach(function (ser, k) {
       var colour = PALETTE[k % PALETTE.length];
-      var d = ser.x.map(function (x, i) {
-        return (i ? 'L' : 'M') + s.X(x).toFixed(1) + ' ' + s.Y(ser.y[i]).toFixed(1);
-      }).join(' ');
-      svgEl('path', {d: d, stroke: colour, 'class': 'series'}, svg);
+      var paths = seriesPaths(ser, s);
+      svgEl('path', {d: paths.solid, stroke: colour, 'class': 'series'}, svg);
+      if (paths.dashed) svgEl('path', {d: paths.dashed, stroke: colour, 'class': 'series-unfit'}, svg);
       ser.x.forEach(function (x, i) {
-        var dot = svgEl('circle', {cx: s.X(x), cy: s.Y(ser.y[i]), r: 3, fill: colour, 'class': 'pt'}, svg);
+        var fits = !ser.fits || ser.fits[i];
+        var dot = svgEl('circle', {cx: s.X(x), cy: s.Y(ser.y[i]), r: fits ? 3 : 3.5,
+                                   fill: fits ? colour : '#fff', stroke: colour,
+                                   'class': fits ? 'pt' : 'pt unfit'}, svg);
         dot.addEventListener('mousemove', function (evt) {
-          showTip(evt, ser.name + '\n' + c.x + ' = ' + fmtNum(x) + '\n' + c.y + ' = ' + fmtNum(ser.y[i]));
+          showTip(evt, ser.name + '\n' + c.x + ' = ' + fmtNum(x) + '\n' + c.y + ' = ' +
+                  fmtNum(ser.y[i]) + (fits ? '' : '\ndoes not fit in memory'));
         });
         dot.addEventListener('mouseleave', hideTip);
       });
@@ -273,7 +287,50 @@
       item.appendChild(document.createTextNode(ser.name));
       legend.appendChild(item);
     });
+    drawMarks(svg, c, s, W, H, m);
+    if (c.series.some(function (ser) { return ser.fits && ser.fits.indexOf(false) >= 0; })) {
+      var note = document.createElement('span');
+      note.className = 'note';
+      note.textContent = 'hollow, dashed: does not fit in memory';
+      legend.appendChild(note);
+    }
     host.appendChild(legend);
+  }
+
+  // A series as SVG path data: segments whose two ends fit (solid) and the others (dashed).
+  function seriesPaths(ser, s) {
+    var solid = [], dashed = [];
+    function pt(i) { return s.X(ser.x[i]).toFixed(1) + ' ' + s.Y(ser.y[i]).toFixed(1); }
+    if (!ser.fits) {
+      return {solid: ser.x.map(function (x, i) { return (i ? 'L' : 'M') + pt(i); }).join(' '),
+              dashed: ''};
+    }
+    for (var i = 0; i + 1 < ser.x.length; i++) {
+      (ser.fits[i] && ser.fits[i + 1] ? solid : dashed).push('M' + pt(i) + ' L' + pt(i + 1));
+    }
+    if (ser.x.length === 1) solid.push('M' + pt(0));
+    return {solid: solid.join(' '), dashed: dashed.join(' ')};
+  }
+
+  // Vertical marks (flips of the schedule choice) and horizontal lines (device memory).
+  function drawMarks(svg, c, s, W, H, m) {
+    (c.marks || []).forEach(function (mk) {
+      var x = s.X(mk.x);
+      svgEl('line', {x1: x, x2: x, y1: m.t, y2: H - m.b, 'class': 'flip-mark'}, svg);
+      var label = svgText(svg, x + 3, m.t + 10, mk.label, 'mark-label');
+      if (x + 3 + label.getComputedTextLength() > W) {
+        label.setAttribute('x', x - 3);
+        label.setAttribute('text-anchor', 'end');
+      }
+    });
+    (c.winners || []).forEach(function (w) {
+      svgEl('circle', {cx: s.X(w.x), cy: s.Y(w.y), r: 6.5, 'class': 'winner'}, svg);
+    });
+    (c.hlines || []).forEach(function (h) {
+      var y = s.Y(h.y);
+      svgEl('line', {x1: m.l, x2: W - m.r, y1: y, y2: y, 'class': 'hline'}, svg);
+      svgText(svg, W - m.r - 2, y - 4, h.label, 'mark-label', 'end');
+    });
   }
 
   function count() {
@@ -281,7 +338,8 @@
     var counts = {
       ganttCharts: q('svg.gantt-svg'), ganttBars: q('rect.ev'), microBatchLabels: q('text.mb'),
       bubbles: q('rect.bubble'), overlaps: q('rect.overlap'),
-      lineCharts: q('svg.line-svg'), lines: q('path.series'), points: q('circle.pt')
+      lineCharts: q('svg.line-svg'), lines: q('path.series'), points: q('circle.pt'),
+      unfitPoints: q('circle.pt.unfit'), flipMarks: q('line.flip-mark')
     };
     Object.keys(counts).forEach(function (k) { body.dataset[k] = String(counts[k]); });
     document.getElementById('pt-render-counts').textContent = JSON.stringify(counts);
