@@ -27,16 +27,24 @@ namespace fs = std::filesystem;
 
 struct CapacityArgs {
   std::string model, profile, catalog, prices, partitioner = "balance-time", output;
-  std::vector<std::string> clusters, schedules = {"gpipe", "1f1b"};
+  std::vector<std::string> clusters, schedules = sim::default_capacity_schedules();
   int batch = 0, jobs = 0;
   double samples = 0, epochs = 1, budget = 0;
   bool quiet = false;
   ResolveOptions precision;
 };
 
+// Model chunks per device of a plan (v x K stages on K devices).
+int virtual_stages(const Plan& p) {
+  return p.num_stages() / p.devices_per_replica();
+}
+
+// "K=4 dp=2 M=16 gpipe +ckpt", "K=4 dp=1 M=8 zbv v=2": K counts devices.
 std::string plan_text(const sim::CapacityChoice& c) {
   const Plan& p = c.plan;
-  return fmt::format("K={} dp={} M={} {}{}", p.num_stages(), p.dp, p.chunks, p.schedule,
+  const int v = virtual_stages(p);
+  return fmt::format("K={} dp={} M={} {}{}{}", p.devices_per_replica(), p.dp, p.chunks, p.schedule,
+                     v > 1 ? fmt::format(" v={}", v) : "",
                      p.checkpoint == Checkpoint::kNone ? "" : " +ckpt");
 }
 
@@ -82,8 +90,9 @@ sim::CsvRow csv_row(const std::string& objective, size_t rank, const sim::Cluste
   if (x != nullptr) {
     const Plan& p = x->plan;
     for (const auto& v :
-         {std::to_string(x->gpus), std::to_string(p.num_stages()), std::to_string(p.dp),
-          std::to_string(p.chunks), std::to_string(p.micro_batch_size()), p.schedule,
+         {std::to_string(x->gpus), std::to_string(p.devices_per_replica()),
+          std::to_string(virtual_stages(p)), std::to_string(p.dp), std::to_string(p.chunks),
+          std::to_string(p.micro_batch_size()), p.schedule,
           std::string(checkpoint_name(p.checkpoint)), p.partitioner,
           fmt::format("{}", x->iteration_time_s), fmt::format("{}", x->throughput_samples_per_s),
           fmt::format("{}", x->epoch_time_s), fmt::format("{}", x->total_time_s),
@@ -91,7 +100,7 @@ sim::CsvRow csv_row(const std::string& objective, size_t rank, const sim::Cluste
       row.push_back(v);
     }
   } else {
-    row.resize(row.size() + 13);
+    row.resize(row.size() + 14);
     row.push_back(c.need_bytes > 0 ? fmt::format("{:.0f}", c.need_bytes) : "");
   }
   row.push_back(c.capacity_bytes > 0 ? fmt::format("{:.0f}", c.capacity_bytes) : "");
@@ -113,6 +122,7 @@ void write_outputs(const sim::CapacityReport& r, const std::string& dir) {
                                    "fits",
                                    "gpus",
                                    "stages",
+                                   "virtual_stages",
                                    "dp",
                                    "chunks",
                                    "micro_batch",
@@ -194,7 +204,8 @@ void add_capacity_command(CLI::App& app) {
   cmd->add_option("--prices", a->prices, "prices file (default: <catalog>/prices.json)");
   cmd->add_option("--clusters", a->clusters, "clusters to consider (default: every priced one)")
       ->delimiter(',');
-  cmd->add_option("--schedules", a->schedules, "schedules to try")
+  cmd->add_option("--schedules", a->schedules,
+                  "schedules to try (interleaved-1f1b with 2 model chunks per device)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--partitioner", a->partitioner, "partitioner")->capture_default_str();

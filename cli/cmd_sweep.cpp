@@ -53,7 +53,7 @@ void install_signal_handlers() {
 struct SweepArgs {
   std::string grid, model, profile, cluster = "local-cpu-2", catalog, schedule = "gpipe",
                                     partitioner = "uniform", chunks = "auto", checkpoint = "none",
-                                    output, shard;
+                                    virtual_stages = "auto", output, shard;
   int stages = 2, batch = 8, dp = 1, frozen = 0, iterations = 0, jobs = 0, top = 10, epochs = 1,
       micro_batch = 0;
   int64_t limit = -1;
@@ -102,15 +102,20 @@ class ProgressPrinter {
   int64_t last_done_ = -1;
 };
 
-int parse_chunks(const std::string& text) {
+// A positive integer or "auto" (0) for `flag`.
+int parse_count(const std::string& text, const char* flag) {
   if (text == "auto") return 0;
+  int m = 0;
   try {
     size_t used = 0;
-    const int m = std::stoi(text, &used);
-    if (used == text.size() && m >= 1) return m;
+    m = std::stoi(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing");
   } catch (const std::exception&) {
+    throw InputError(
+        fmt::format("{}: expected a positive integer or auto, got \"{}\"", flag, text));
   }
-  throw InputError(fmt::format("--chunks: expected a positive integer or auto, got \"{}\"", text));
+  if (m >= 1) return m;
+  throw InputError(fmt::format("{} must be positive ({} < 1)", flag, m));
 }
 
 sim::PointConfig base_config(const SweepArgs& a) {
@@ -118,8 +123,9 @@ sim::PointConfig base_config(const SweepArgs& a) {
   c.model = a.model;
   c.cluster = a.cluster;
   c.stages = a.stages;
-  c.chunks = parse_chunks(a.chunks);
+  c.chunks = parse_count(a.chunks, "--chunks");
   c.schedule = a.schedule;
+  c.virtual_stages = parse_count(a.virtual_stages, "--virtual-stages");
   c.partitioner = a.partitioner;
   c.batch = a.batch;
   c.micro_batch = a.micro_batch;
@@ -255,6 +261,9 @@ void add_sweep_command(CLI::App& app) {
   add_precision_options(cmd, &a->precision);
   cmd->add_option("-K,--stages", a->stages, "pipeline length K")->capture_default_str();
   cmd->add_option("--schedule", a->schedule, "schedule")->capture_default_str();
+  cmd->add_option("--virtual-stages", a->virtual_stages,
+                  "model chunks per device (v x K stages), or auto: the schedule's")
+      ->capture_default_str();
   cmd->add_option("-B,--batch", a->batch, "global batch size")->capture_default_str();
   cmd->add_option("-M,--chunks", a->chunks, "micro-batches per mini-batch, or auto")
       ->capture_default_str();

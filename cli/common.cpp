@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
@@ -39,16 +40,41 @@ Catalog load_catalog(const std::string& dir) {
   return Catalog::load(dir.empty() ? Catalog::default_dir() : dir);
 }
 
+namespace {
+
+// "K=4 stages on 4 devices", or "8 stages on K=4 devices" when devices host several stages.
+std::string stages_text(const Plan& p) {
+  if (p.num_stages() == p.devices_per_replica()) {
+    return fmt::format("K={} stages on {} devices", p.num_stages(), p.devices_per_replica());
+  }
+  return fmt::format("{} stages on K={} devices", p.num_stages(), p.devices_per_replica());
+}
+
+// "stages per device: d0 = [0, 7], d1 = [1, 6], ...", when a device hosts several stages.
+std::string layout_line(const Plan& p) {
+  if (p.num_stages() == p.devices_per_replica()) return "";
+  std::vector<std::vector<int>> on(static_cast<size_t>(p.devices_per_replica()));
+  for (int s = 0; s < p.num_stages(); ++s) {
+    on[static_cast<size_t>(p.stages[static_cast<size_t>(s)].device)].push_back(s);
+  }
+  std::vector<std::string> parts;
+  for (size_t d = 0; d < on.size(); ++d)
+    parts.push_back(fmt::format("d{} = [{}]", d, fmt::join(on[d], ", ")));
+  return fmt::format("stages per device: {}\n", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
 std::string plan_summary(const PlanContext& ctx) {
   const Plan& p = ctx.plan;
   std::string out = fmt::format(
-      "plan: {} on {} ({} x {} {}), schedule {}, K={} stages on {} devices x dp {}, batch {} = {} "
-      "x "
-      "M={} chunks x micro-batch {}, checkpoint {}, partitioner {}, {}{}\n",
+      "plan: {} on {} ({} x {} {}), schedule {}, {} x dp {}, batch {} = {} x M={} chunks x "
+      "micro-batch {}, checkpoint {}, partitioner {}, {}{}\n",
       p.model, p.cluster.name, p.cluster.nodes, p.cluster.devices_per_node, p.cluster.device.name,
-      p.schedule, p.num_stages(), p.devices_per_replica(), p.dp, p.batch_size, p.dp, p.chunks,
-      p.micro_batch_size(), checkpoint_name(p.checkpoint), p.partitioner, p.profile.dtype,
+      p.schedule, stages_text(p), p.dp, p.batch_size, p.dp, p.chunks, p.micro_batch_size(),
+      checkpoint_name(p.checkpoint), p.partitioner, p.profile.dtype,
       p.profile.optimizer.empty() ? "" : ", optimizer " + p.profile.optimizer);
+  out += layout_line(p);
   Table t({"stage", "device", "layers", "forward", "backward", "params", "activations/mb"});
   for (size_t s = 0; s < ctx.stages.size(); ++s) {
     const auto& st = ctx.stages[s];

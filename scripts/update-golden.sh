@@ -46,6 +46,15 @@ golden 1f1b-dp2 dgx-h100 --schedule 1f1b -K 2 --dp 2 -B 32 -M 4 --iterations 2
 # Two stages as stream sets of one GPU (h100-1gpu: shared compute and memory, 165 us hand-off);
 # a synthetic model's contention is 1, so overlapping compute is not slowed here.
 golden 1f1b-shared-gpu h100-1gpu --schedule 1f1b -K 2 -B 16 -M 4 --iterations 2
+# Split backward (I and W) and virtual stages: the six layers as 6 stages, two per device on
+# three devices, interleaved (stage s on device s mod 3) or in a V (device d: stages d, 5 - d);
+# zbv needs M >= 2D - 1 = 5, dualpipev M >= 2D = 6, interleaved M a multiple of D = 3.
+golden interleaved-1f1b dgx-h100 --schedule interleaved-1f1b --virtual-stages 2 -K 3 -B 12 -M 6 \
+  --iterations 2
+golden zb-h1 dgx-h100 --schedule zb-h1 -K 3 -B 16 -M 4 --iterations 2
+golden zb-h2 dgx-h100 --schedule zb-h2 -K 3 -B 16 -M 4 --iterations 2
+golden zbv dgx-h100 --schedule zbv -K 3 -B 12 -M 6 --iterations 2
+golden dualpipev dgx-h100 --schedule dualpipev -K 3 -B 12 -M 6 --iterations 2
 # Asynchronous schedules: K fill and K drain steps around a steady window of two.
 for schedule in pipedream ddg feature-replay ftpipe-async; do
   golden "$schedule" dgx-h100 --schedule "$schedule" -K 2 -B 16 -M 4 --iterations 6

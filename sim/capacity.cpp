@@ -16,6 +16,8 @@
 #include "core/model_source.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/schedule/virtual_stages.hpp"
+#include "sim/planner.hpp"
 #include "sim/sweep/evaluate.hpp"
 #include "sim/sweep/runner.hpp"
 
@@ -45,6 +47,10 @@ PriceList load_prices(const std::string& path, const Catalog& catalog) {
   return p;
 }
 
+std::vector<std::string> default_capacity_schedules() {
+  return {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev"};
+}
+
 std::string default_prices_path(const Catalog& catalog) {
   return (std::filesystem::path(catalog.dir()) / "prices.json").string();
 }
@@ -61,6 +67,7 @@ struct Group {
   size_t target = 0;
   int stages = 1, dp = 1;
   std::string schedule;
+  int virtual_stages = 1;  // model chunks per device
 };
 
 struct GroupResult {
@@ -101,6 +108,7 @@ GroupResult run_group(const Group& grp, const Target& t, const CapacityRequest& 
   pr.catalog = r.catalog;
   pr.stages = grp.stages;
   pr.schedule = grp.schedule;
+  pr.virtual_stages = grp.virtual_stages;
   pr.batch_size = r.batch;
   pr.partitioner = r.partitioner;
   pr.dp = grp.dp;
@@ -108,7 +116,7 @@ GroupResult run_group(const Group& grp, const Target& t, const CapacityRequest& 
   for (Checkpoint ck : {Checkpoint::kNone, Checkpoint::kExceptLast}) {
     pr.checkpoint = ck;
     for (int m = 1; m <= std::min(per_replica, 6 * grp.stages); ++m) {
-      if (per_replica % m != 0) continue;
+      if (per_replica % m != 0 || !request_refusal(pr, m).empty()) continue;
       pr.chunks = m;
       try_candidate(pr, g);
     }
@@ -206,6 +214,15 @@ std::vector<Target> load_targets(const CapacityRequest& r) {
   return targets;
 }
 
+// Without a pipeline (K = 1) virtual stages and a split backward only fill bubbles there are
+// none of: the schedules that have them are tried there only when no other schedule is.
+bool skip_without_pipeline(const std::string& schedule, const std::vector<std::string>& all) {
+  auto fancy = [](const std::string& s) {
+    return schedule_info(s).splits_backward || stage_layout_of(s) != StageLayout::kOnePerDevice;
+  };
+  return fancy(schedule) && !std::all_of(all.begin(), all.end(), fancy);
+}
+
 std::vector<Group> make_groups(const std::vector<Target>& targets, const CapacityRequest& r) {
   std::vector<Group> groups;
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -213,7 +230,13 @@ std::vector<Group> make_groups(const std::vector<Target>& targets, const Capacit
     for (int k : powers_of_two(std::min(devices, targets[i].profile.num_layers()))) {
       for (int dp : powers_of_two(devices / k)) {
         if (r.batch % dp != 0) continue;
-        for (const auto& s : r.schedules) groups.push_back({i, k, dp, s});
+        for (const auto& s : r.schedules) {
+          if (k == 1 && skip_without_pipeline(s, r.schedules)) continue;
+          const int v =
+              stage_layout_of(s) == StageLayout::kInterleaved ? 2 : default_virtual_stages(s);
+          if (v * k > targets[i].profile.num_layers()) continue;
+          groups.push_back({i, k, dp, s, v});
+        }
       }
     }
   }

@@ -5,8 +5,15 @@
 //   GPU count and shape   pipeline length K in {1, 2, 4, ...} up to min(layers, devices) and DP
 //                         width dp in {1, 2, 4, ...} with K x dp <= devices and dp dividing the
 //                         global batch (powers of two: how clusters of 8 and 16 GPUs split);
-//   schedule              each of `schedules` (default the synchronous gpipe and 1f1b: the
-//                         asynchronous ones change what is trained, not only how fast);
+//   schedule              each of `schedules` (default the synchronous ones users pick: gpipe,
+//                         1f1b, interleaved-1f1b with v = 2 model chunks per device, zb-h1,
+//                         zb-h2, zbv and dualpipev; the asynchronous ones change what is trained,
+//                         not only how fast), each with its virtual stages (sim/planner.hpp:
+//                         v x K stages in the schedule's layout) and only the M it accepts
+//                         (schedule_refusal: zbv M >= 2K - 1, dualpipev M >= 2K, interleaved
+//                         M a multiple of K); at K = 1 (no pipeline, no bubble to fill) the
+//                         virtual-stage and split-backward schedules only when nothing else is
+//                         asked for;
 //   M                     every M in [1, 6K] dividing the per-replica batch — AutoPipe's range
 //                         [K, 6K] (PipeTransformer Section 3.2) widened down to 1 as
 //                         sim/planner.hpp does;
@@ -54,6 +61,9 @@ struct PriceList {
 PriceList load_prices(const std::string& path, const Catalog& catalog);
 std::string default_prices_path(const Catalog& catalog);  // <catalog>/prices.json
 
+// gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev.
+std::vector<std::string> default_capacity_schedules();
+
 struct CapacityRequest {
   std::string model;
   std::string profile_path;  // instead of resolving `model`
@@ -64,7 +74,7 @@ struct CapacityRequest {
   int batch = 0;                      // global batch size
   double samples = 0;                 // samples per epoch
   double epochs = 1;
-  std::vector<std::string> schedules = {"gpipe", "1f1b"};
+  std::vector<std::string> schedules = default_capacity_schedules();
   std::string partitioner = "balance-time";
   double budget = 0;  // most the fastest plan may cost; 0: no limit
   int jobs = 0;       // worker threads; 0: hardware concurrency

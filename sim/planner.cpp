@@ -15,6 +15,7 @@
 #include "core/partition/partitioner.hpp"
 #include "core/partition/stage_memory.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/schedule/virtual_stages.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin::sim {
@@ -47,13 +48,29 @@ Plan base_plan(const PlanRequest& r) {
   return p;
 }
 
-// The plan's stages from a partition: its stage -> device map, or stage s on device s.
-void set_stages(Plan& p, const Partition& part) {
+// The plan's stages from a partition: placed by `layout` (stage -> device: virtual stages), else
+// by its stage -> device map, else stage s on device s.
+void set_stages(Plan& p, const Partition& part, const std::vector<int>& layout = {}) {
   p.stages.clear();
   for (int s = 0; s < part.num_stages(); ++s) {
-    p.stages.push_back(
-        {part.stages[static_cast<size_t>(s)], part.device.empty() ? s : part.device_of(s)});
+    const auto i = static_cast<size_t>(s);
+    p.stages.push_back({part.stages[i], !layout.empty()       ? layout[i]
+                                        : part.device.empty() ? s
+                                                              : part.device_of(s)});
   }
+}
+
+// Partitioners that place stages on devices themselves (or choose their own stage count): they
+// cannot cut a model into virtual stages for a layout.
+bool places_stages(const std::string& partitioner) {
+  return partitioner == "pipedream-dp" || partitioner == "mixed-pipe" || partitioner == "metis";
+}
+
+// stage -> device for the request's virtual stages; empty for one stage per device.
+std::vector<int> stage_layout(const PlanRequest& r) {
+  const int v = resolved_virtual_stages(r);
+  if (v == 1) return {};
+  return virtual_stage_layout(stage_layout_of(r.schedule), r.stages, v, r.schedule);
 }
 
 // The worst memory pool of a simulated plan is over its capacity.
@@ -86,11 +103,12 @@ bool searches(const std::string& partitioner) {
   return partitioner != "uniform" && partitioner != "autopipe";
 }
 
-// `p` with the candidate's stages (and its replication as data parallelism) fits every memory.
-bool fits_pools(const Plan& p, const Partition& candidate) {
+// `p` with the candidate's stages (placed by `layout` when given; its replication as data
+// parallelism) fits every memory.
+bool fits_pools(const Plan& p, const Partition& candidate, const std::vector<int>& layout) {
   Plan trial = p;
   if (candidate.uniform_replicas()) trial.dp *= candidate.replicas_of(0);
-  set_stages(trial, candidate);
+  set_stages(trial, candidate, layout);
   try {
     check_fits(trial);
     return true;
@@ -99,12 +117,13 @@ bool fits_pools(const Plan& p, const Partition& candidate) {
   }
 }
 
-// Devices that share one memory: per-stage limits from the whole memory down to an equal share
-// (stage_memory_limit), in kSharedLevels steps; the first partition whose stages' peaks add up
-// within every memory wins — the loosest limit that works, so the fastest partition found. When
-// none does, the last partition found is returned for check_fits() to refuse.
+// Devices that share one memory, or a device hosting several virtual stages: per-stage limits from
+// the whole memory down to an equal share (stage_memory_limit, divided among a device's virtual
+// stages), in kSharedLevels steps; the first partition whose stages' peaks add up within every
+// memory wins — the loosest limit that works, so the fastest partition found. When none does, the
+// last partition found is returned for check_fits() to refuse.
 Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitioner& partitioner,
-                           double share) {
+                           double share, const std::vector<int>& layout) {
   constexpr int kSharedLevels = 8;
   const double whole = p.cluster.device.memory_bytes;
   std::optional<Partition> last;
@@ -112,7 +131,7 @@ Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitione
     pr.memory_limit_bytes = whole - (whole - share) * i / kSharedLevels;
     try {
       Partition part = partitioner.partition(pr);
-      if (fits_pools(p, part)) return part;
+      if (fits_pools(p, part, layout)) return part;
       last = std::move(part);
     } catch (const NoFitError&) {
       if (!last) throw;  // tighter limits cannot fit either
@@ -122,13 +141,15 @@ Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitione
   return *last;
 }
 
-// The partition, memory-aware unless allow_oom (docs/partition-memory.md): the partitioner gets
-// the schedule's memory model and stage_memory_limit() (or, where devices share a memory, a
-// series of limits, partition_shared).
-Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& cost) {
+// The partition into v x K stages, memory-aware unless allow_oom (docs/partition-memory.md): the
+// partitioner gets the schedule's memory model and stage_memory_limit() (or, where devices share a
+// memory or host several virtual stages, a series of limits, partition_shared).
+Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& cost,
+                        const std::vector<int>& layout) {
+  const int v = resolved_virtual_stages(r);
   PartitionRequest pr;
   pr.cost = &cost;
-  pr.num_stages = r.stages;
+  pr.num_stages = v * r.stages;
   pr.micro_batch = p.micro_batch_size();
   pr.micro_batches = p.chunks;
   const bool aware = !r.allow_oom && searches(r.partitioner);
@@ -138,11 +159,13 @@ Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& co
   };
   const auto partitioner = make_partitioner(r.partitioner);
   if (!aware) return partitioner->partition(pr);
-  const StageMemory model({p.schedule, p.chunks, p.checkpoint, p.iterations});
+  const StageMemory model({p.schedule, p.chunks, p.checkpoint, p.iterations, v});
   pr.memory = &model;
   pr.memory_limit_bytes = stage_memory_limit(p, r.stages);
-  if (pr.memory_limit_bytes >= p.cluster.device.memory_bytes) return partitioner->partition(pr);
-  return partition_shared(p, pr, *partitioner, pr.memory_limit_bytes);
+  if (v == 1 && pr.memory_limit_bytes >= p.cluster.device.memory_bytes) {
+    return partitioner->partition(pr);
+  }
+  return partition_shared(p, pr, *partitioner, pr.memory_limit_bytes / v, layout);
 }
 
 void partition_into(Plan& p, const PlanRequest& r) {
@@ -151,7 +174,8 @@ void partition_into(Plan& p, const PlanRequest& r) {
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
   const CostModel cost(p.profile, p.cluster, o);
-  const Partition part = partition_for(p, r, cost);
+  const std::vector<int> layout = stage_layout(r);
+  const Partition part = partition_for(p, r, cost, layout);
   if (!part.uniform_replicas()) {
     throw InputError(fmt::format(
         "partitioner {} replicates stages unevenly (replicas {}); the simulator and the executor "
@@ -167,7 +191,7 @@ void partition_into(Plan& p, const PlanRequest& r) {
                       r.partitioner, part.replicas_of(0), p.batch_size, p.dp, p.chunks));
     }
   }
-  set_stages(p, part);
+  set_stages(p, part, layout);
 }
 
 std::string checkpoint_note(Checkpoint c) {
@@ -177,11 +201,15 @@ std::string checkpoint_note(Checkpoint c) {
 // "plan does not fit: partitioner optimal found no partition into 4 stages within 80.00 GiB a
 // device (gpipe, M=8, micro-batch 4); the leanest needs 92.10 GiB on stage 0".
 std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e) {
+  const int v = resolved_virtual_stages(r);
+  const std::string stages =
+      v == 1 ? fmt::format("{} stages", r.stages)
+             : fmt::format("{} stages ({} on each of {} devices)", v * r.stages, v, r.stages);
   return fmt::format(
-      "plan does not fit: partitioner {} found no partition into {} stages within {:.2f} GiB a "
-      "device ({}, M={}, micro-batch {}{}); the leanest needs {:.2f} GiB {}",
-      r.partitioner, r.stages, e.limit_bytes / kGiB, p.schedule, p.chunks, p.micro_batch_size(),
-      checkpoint_note(p.checkpoint), e.need_bytes / kGiB, e.where);
+      "plan does not fit: partitioner {} found no partition into {} within {:.2f} GiB a "
+      "{} ({}, M={}, micro-batch {}{}); the leanest needs {:.2f} GiB {}",
+      r.partitioner, stages, e.limit_bytes / kGiB, v == 1 ? "device" : "stage", p.schedule,
+      p.chunks, p.micro_batch_size(), checkpoint_note(p.checkpoint), e.need_bytes / kGiB, e.where);
 }
 
 }  // namespace
@@ -216,6 +244,18 @@ namespace {
 
 void check_request(const PlanRequest& r) {
   if (r.stages < 1) throw InputError(fmt::format("--stages must be positive ({} given)", r.stages));
+  if (r.virtual_stages < 0) {
+    throw InputError(fmt::format("--virtual-stages must be positive ({} < 1)", r.virtual_stages));
+  }
+  const int v = resolved_virtual_stages(r);
+  if (v > 1 && places_stages(r.partitioner)) {
+    throw InputError(fmt::format(
+        "partitioner {} places stages on devices itself and cannot cut {} virtual stages per "
+        "device (--virtual-stages {}); use optimal, balance-time, balance-size, autopipe or "
+        "uniform",
+        r.partitioner, v, v));
+  }
+  stage_layout(r);  // InputError when v does not fit the schedule's layout
   if (r.dp < 1) throw InputError(fmt::format("--dp must be positive ({} given)", r.dp));
   if (r.batch_size < 1)
     throw InputError(fmt::format("--batch must be positive ({} given)", r.batch_size));
@@ -253,19 +293,35 @@ struct AutoTrials {
   }
 
   std::string line(const PlanRequest& r) const {
+    const int v = resolved_virtual_stages(r);
     if (!leanest) {
       return "--chunks auto: no chunk count fits" +
              (last_error.empty() ? std::string() : ": " + last_error);
     }
     return fmt::format(
-        "--chunks auto: no chunk count fits: partitioner {} tried M = {} ({}, K={}{}) within "
-        "{:.2f} GiB a device; the leanest, M={}, needs {:.2f} GiB {}",
-        r.partitioner, fmt::join(tried, ", "), r.schedule, r.stages, checkpoint_note(r.checkpoint),
-        leanest->limit_bytes / kGiB, leanest_m, leanest->need_bytes / kGiB, leanest->where);
+        "--chunks auto: no chunk count fits: partitioner {} tried M = {} ({}, K={}{}{}) within "
+        "{:.2f} GiB a {}; the leanest, M={}, needs {:.2f} GiB {}",
+        r.partitioner, fmt::join(tried, ", "), r.schedule, r.stages,
+        v > 1 ? fmt::format(", v={}", v) : "", checkpoint_note(r.checkpoint),
+        leanest->limit_bytes / kGiB, v > 1 ? "stage" : "device", leanest_m,
+        leanest->need_bytes / kGiB, leanest->where);
   }
 };
 
 }  // namespace
+
+int resolved_virtual_stages(const PlanRequest& r) {
+  return r.virtual_stages > 0 ? r.virtual_stages : default_virtual_stages(r.schedule);
+}
+
+std::string request_refusal(const PlanRequest& r, int chunks) {
+  PipelineShape shape;
+  shape.micro_batches = chunks;
+  shape.replicas = r.dp;
+  shape.checkpoint = r.checkpoint;
+  shape = lay_out_stages(r.schedule, shape, r.stages, resolved_virtual_stages(r));
+  return schedule_refusal(r.schedule, shape);
+}
 
 Plan make_plan(const PlanRequest& r) {
   check_request(r);
@@ -276,15 +332,23 @@ Plan make_plan(const PlanRequest& r) {
       throw InputError(fmt::format("--batch {} is not divisible by dp x chunks = {} x {}",
                                    r.batch_size, r.dp, r.chunks));
     }
+    const std::string why = request_refusal(r, r.chunks);
+    if (!why.empty()) throw InputError(why);
     return plan_with_chunks(plan, r);
   }
-  // Auto: the fastest M in [1, 6K] that divides the per-replica batch and fits.
+  // Auto: the fastest M in [1, 6K] that divides the per-replica batch, the schedule accepts and
+  // fits.
   const int per_replica = r.batch_size / r.dp;
   double best_time = std::numeric_limits<double>::infinity();
   Plan best;
   AutoTrials trials;
+  std::string refused;  // why the schedule refused the last M it refused
   for (int m = 1; m <= std::min(per_replica, 6 * r.stages); ++m) {
     if (per_replica % m != 0) continue;
+    if (std::string why = request_refusal(r, m); !why.empty()) {
+      refused = std::move(why);
+      continue;
+    }
     Plan candidate = plan;
     candidate.chunks = m;
     trials.tried.push_back(m);
@@ -302,6 +366,11 @@ Plan make_plan(const PlanRequest& r) {
       best_time = t;
       best = candidate;
     }
+  }
+  if (trials.tried.empty()) {
+    throw InputError(fmt::format(
+        "--chunks auto: no M in 1..{} dividing the per-replica batch {} that {} accepts ({})",
+        std::min(per_replica, 6 * r.stages), per_replica, r.schedule, refused));
   }
   if (best.stages.empty()) throw InputError(trials.line(r));
   return best;

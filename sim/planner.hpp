@@ -7,6 +7,18 @@
 // predicted peak memory exceeds a device, naming the device and the bytes. The planner lives in
 // sim/ because it evaluates candidates with the simulator.
 //
+// Virtual stages (core/schedule/virtual_stages.hpp): K stays the pipeline length in devices; with
+// v model chunks per device (PlanRequest::virtual_stages, by default the schedule's: 2 for zbv and
+// dualpipev, else 1) the partitioner cuts the model into v x K contiguous stages and the stages are
+// placed as the schedule's layout needs (virtual_stage_layout: interleaved for interleaved-1f1b, a
+// V for zbv and dualpipev). Partitioners that place stages themselves (pipedream-dp, mixed-pipe,
+// metis) refuse v > 1 in one line. A schedule that cannot run the request (schedule_refusal: its
+// layout, too few micro-batches) is refused with its reason before anything is partitioned, and
+// chunks=auto tries only the M the schedule accepts. The memory of a device hosting v stages is the
+// walk's over all of them: the search bounds each stage by a share of the device (from the whole
+// memory down to 1/v of it, the loosest that fits, as for devices sharing one memory below) and
+// check_fits() walks the finished plan.
+//
 // Memory is a constraint inside the search, not only a check at the end (docs/partition-memory.md):
 // the searching partitioners (all but uniform and autopipe) get the memory walk's model of the
 // schedule being planned (core/partition/stage_memory.hpp: what a stage holds at its position
@@ -33,8 +45,9 @@ struct PlanRequest {
   Profile profile;
   Cluster cluster;
   const Catalog* catalog = nullptr;  // for the compute scale; may be null
-  int stages = 1;
+  int stages = 1;                    // K: pipeline length in devices
   std::string schedule = "gpipe";
+  int virtual_stages = 0;  // model chunks per device; 0: default_virtual_stages(schedule)
   int batch_size = 1;
   int chunks = 0;  // 0: auto
   std::string partitioner = "uniform";
@@ -50,6 +63,14 @@ struct PlanRequest {
 // of peak FLOP/s for the profile's dtype; otherwise 1.
 double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
                              const Catalog* catalog);
+
+// Model chunks per device the request runs: virtual_stages, or the schedule's default.
+int resolved_virtual_stages(const PlanRequest& request);
+
+// Why `request`'s schedule cannot run it with M = `chunks` micro-batches (schedule_refusal() of
+// its shape: v x K stages in the schedule's layout on K devices); "" when it can. InputError when
+// the virtual stages do not fit the schedule's layout.
+std::string request_refusal(const PlanRequest& request, int chunks);
 
 Plan make_plan(const PlanRequest& request);
 // The same; `memory_note` (when not null) is set to one line when the fastest plan ignoring memory

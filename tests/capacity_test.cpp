@@ -89,11 +89,13 @@ TEST(Capacity, RanksByTimeAndByCost) {
 // Two layers, two devices: one GPU takes 8 x 2 x 3 ms = 48 ms; dp = 2 halves the compute (24 ms)
 // and adds an all-reduce; K = 2 pays (M + 1) stage slots plus 1 ms per transfer. Fastest: dp = 2
 // on both GPUs; cheapest: one GPU (48 ms x 1 < (24 ms + all-reduce) x 2).
+// (GPipe and 1F1B only: a zero-bubble schedule beats them all, below.)
 TEST(Capacity, SearchesGpuCountPipelineAndDataParallelism) {
   TempDir dir;
   const Catalogue cat(dir);
-  const CapacityReport r =
-      plan_capacity(cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1024", {"pair"}));
+  CapacityRequest q = cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1024", {"pair"});
+  q.schedules = {"gpipe", "1f1b"};
+  const CapacityReport r = plan_capacity(q);
   const ClusterCapacity& c = r.clusters.at(0);
   ASSERT_TRUE(c.fastest.found);
   EXPECT_EQ(c.fastest.gpus, 2);
@@ -106,6 +108,35 @@ TEST(Capacity, SearchesGpuCountPipelineAndDataParallelism) {
   EXPECT_LT(c.cheapest.cost, c.fastest.cost);
   // K x dp <= 2 and dp | 8: (1,1), (1,2), (2,1) x two schedules, M dividing the replica batch.
   EXPECT_GT(c.candidates, 6);
+}
+
+// The default search includes the zero-bubble and virtual-stage schedules. On the pair above,
+// ZB-H2 over K = 2 hides the pipeline's bubble and the 1 ms transfers behind the weight halves
+// of the backward: 4 micro-batches of 2 x 3 ms, 24 ms, one GPU's 48 ms halved, faster than dp = 2
+// (24 ms plus the all-reduce). Asked for zbv alone, a 4-layer model runs two chunks on each GPU.
+TEST(Capacity, SearchesTheZeroBubbleAndVirtualStageSchedules) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  EXPECT_EQ(default_capacity_schedules(),
+            (std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv",
+                                      "dualpipev"}));
+  const CapacityReport r =
+      plan_capacity(cat.request("uniform:layers=2,fwd_ms=1,bwd_ms=2,param_kb=1024", {"pair"}));
+  const ClusterCapacity& c = r.clusters.at(0);
+  ASSERT_TRUE(c.fastest.found);
+  EXPECT_EQ(c.fastest.plan.schedule, "zb-h2");
+  EXPECT_EQ(c.fastest.plan.num_stages(), 2);
+  EXPECT_EQ(c.fastest.plan.dp, 1);
+  EXPECT_NEAR(c.fastest.iteration_time_s, 0.024, 1e-9);
+
+  CapacityRequest q = cat.request("uniform:layers=4,fwd_ms=1,bwd_ms=2,param_kb=1024", {"pair"});
+  q.schedules = {"zbv"};
+  const ClusterCapacity& v = plan_capacity(q).clusters.at(0);
+  ASSERT_TRUE(v.fastest.found) << v.note;
+  EXPECT_EQ(v.fastest.plan.schedule, "zbv");
+  EXPECT_EQ(v.fastest.plan.num_stages(), 4);
+  EXPECT_EQ(v.fastest.plan.devices_per_replica(), 2);
+  EXPECT_GE(v.fastest.plan.chunks, 3);  // M >= 2K - 1
 }
 
 // Stream sets of one GPU are one GPU: the cluster counts one, every plan on it is charged for one

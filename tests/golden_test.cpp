@@ -87,6 +87,8 @@ std::string action_text(const Action& a) {
   switch (a.op) {
     case Op::kForward:
     case Op::kBackward:
+    case Op::kBackwardInput:
+    case Op::kBackwardWeight:
     case Op::kRecompute:
       return fmt::format("{} s{} mb{} v{}", op_name(a.op), a.stage, a.micro_batch, a.version);
     case Op::kSend:

@@ -11,6 +11,7 @@
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/liveness.hpp"
+#include "core/schedule/virtual_stages.hpp"
 
 namespace pipetwin {
 
@@ -198,37 +199,77 @@ int HeldSet::most_inputs() const {
   return most;
 }
 
+void DeviceHeldSet::add(const DeviceCounts& c) {
+  auto covers = [](const DeviceCounts& a, const DeviceCounts& b) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].covers(b[i])) return false;
+    }
+    return true;
+  };
+  for (const DeviceCounts& p : points_) {
+    if (covers(p, c)) return;
+  }
+  std::erase_if(points_, [&](const DeviceCounts& p) { return covers(c, p); });
+  points_.push_back(c);
+}
+
+double DeviceHeldSet::bytes(const std::vector<StageBytes>& stages) const {
+  if (points_.empty()) return kInf;
+  double most = 0, fixed = 0;
+  for (const StageBytes& b : stages) fixed += b.static_bytes;
+  for (const DeviceCounts& p : points_) {
+    double sum = 0;
+    for (size_t i = 0; i < p.size(); ++i) sum += p[i].bytes(stages[i]);
+    most = std::max(most, sum);
+  }
+  return fixed + most;
+}
+
 namespace {
 
 // memory.hpp's DeviceWalk with counts for bytes: the same cursor, the same steps, the same
-// observation points (while a compute action runs and after it).
+// observation points (while a compute action runs and after it). Counts are kept per stage of the
+// device; every point goes to each stage's set (its own counts, its pass) and, for a device of
+// several stages, to the device's set (all of them).
 class CountWalk {
  public:
-  CountWalk(const Liveness& lv, int device, HeldSet& out)
-      : lv_(lv), cursor_(lv, device), out_(out) {
+  CountWalk(const Liveness& lv, int device, std::vector<HeldSet>& per_stage, DeviceHeldSet* joint)
+      : lv_(lv), cursor_(lv, device), per_stage_(per_stage), joint_(joint) {
     const auto& sh = lv.schedule().shape();
     stages_ = sh.stages_on(device % sh.devices_per_replica);
+    local_.assign(static_cast<size_t>(sh.num_stages), 0);
+    for (size_t i = 0; i < stages_.size(); ++i) local_[static_cast<size_t>(stages_[i])] = i;
+    now_.resize(stages_.size());
   }
 
   void run() {
-    out_.add(HeldCounts{});
+    for (const int s : stages_) per_stage_[static_cast<size_t>(s)].add(HeldCounts{});
+    if (joint_ != nullptr) joint_->add(DeviceCounts(stages_.size()));
     receive(cursor_.arrived(), +1);
     while (!cursor_.done()) step(cursor_.next_id());
   }
 
  private:
+  HeldCounts& of(int stage) { return now_[local_[static_cast<size_t>(stage)]]; }
+
   void receive(std::span<const int32_t> recvs, int sign) {
     for (const int32_t id : recvs) {
-      const bool activation = lv_.schedule().action(id).payload == Payload::kActivation;
-      (activation ? now_.received_in : now_.received_out) += sign;
+      const Action& a = lv_.schedule().action(id);
+      HeldCounts& c = of(a.stage);  // the receiving stage
+      (a.payload == Payload::kActivation ? c.received_in : c.received_out) += sign;
     }
   }
 
-  void observe(HeldCounts::Pass pass) {
-    HeldCounts c = now_;
-    c.pass = pass;
-    for (const int s : stages_) c.stashed += cursor_.versions_alive(s) - 1;
-    out_.add(c);
+  // One observation point; `pass` runs on stage `running` (-1: none).
+  void observe(HeldCounts::Pass pass, int running) {
+    point_ = now_;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      HeldCounts& c = point_[i];
+      c.pass = stages_[i] == running ? pass : HeldCounts::kIdle;
+      c.stashed = cursor_.versions_alive(stages_[i]) - 1;
+      per_stage_[static_cast<size_t>(stages_[i])].add(c);
+    }
+    if (joint_ != nullptr) joint_->add(point_);
   }
 
   void step(int id) {
@@ -241,76 +282,115 @@ class CountWalk {
     receive(cursor_.start(), -1);
     switch (a.op) {
       case Op::kForward: {
-        ++now_.inputs;
+        HeldCounts& c = of(a.stage);
+        ++c.inputs;
         const bool saves = lv_.keeps_graph(id);
-        if (saves) ++now_.graphs;
-        observe(saves ? HeldCounts::kForward : HeldCounts::kForwardNoGrad);
+        if (saves) ++c.graphs;
+        observe(saves ? HeldCounts::kForward : HeldCounts::kForwardNoGrad, a.stage);
         break;
       }
       case Op::kRecompute:
-        ++now_.graphs;
-        observe(HeldCounts::kForward);
+        ++of(a.stage).graphs;
+        observe(HeldCounts::kForward, a.stage);
         break;
       case Op::kBackwardInput:
-        observe(HeldCounts::kBackward);
+        observe(HeldCounts::kBackward, a.stage);
         break;
       case Op::kBackward:
-      case Op::kBackwardWeight:
-        observe(HeldCounts::kBackward);
-        --now_.inputs;
-        --now_.graphs;
+      case Op::kBackwardWeight: {
+        observe(HeldCounts::kBackward, a.stage);
+        HeldCounts& c = of(a.stage);
+        --c.inputs;
+        --c.graphs;
         break;
+      }
       default:
         break;
     }
     receive(cursor_.finish(), +1);
-    observe(HeldCounts::kIdle);
+    observe(HeldCounts::kIdle, -1);
   }
 
   const Liveness& lv_;
   LivenessCursor cursor_;
-  HeldSet& out_;
-  std::vector<int> stages_;
-  HeldCounts now_;  // stashed stays 0 here: observe() reads it off the cursor
+  std::vector<HeldSet>& per_stage_;
+  DeviceHeldSet* joint_;
+  std::vector<int> stages_;    // the device's stages, ascending
+  std::vector<size_t> local_;  // stage -> index in stages_
+  DeviceCounts now_;           // per stage; stashed stays 0 here: observe() reads it off the cursor
+  DeviceCounts point_;         // observe()'s scratch
 };
 
 }  // namespace
 
 StageMemory::StageMemory(Options options) : options_(std::move(options)) {}
 
-const std::vector<HeldSet>& StageMemory::walk(int K) const {
+const StageMemory::Walked& StageMemory::walk(int K) const {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = by_length_.find(K); it != by_length_.end()) return it->second;
+  const int v = options_.virtual_stages;
+  if (v < 1 || K % v != 0) {
+    throw std::invalid_argument("StageMemory: " + std::to_string(K) + " stages are not " +
+                                std::to_string(v) + " per device");
+  }
   PipelineShape shape;
-  shape.num_stages = K;
   shape.micro_batches = options_.micro_batches;
   shape.iterations = options_.iterations > 0 ? options_.iterations
                                              : schedule_default_iterations(options_.schedule, K);
   shape.checkpoint = options_.checkpoint;
   for (int s = 0; s + 1 < K; ++s) shape.edges.push_back({s, s + 1, 1.0});
+  if (v > 1) {
+    shape = lay_out_stages(options_.schedule, shape, K / v, v);
+  } else {
+    shape.num_stages = K;
+  }
   shape.normalize("stage memory");
   const CompiledSchedule cs(make_schedule(options_.schedule, shape),
                             "schedule " + options_.schedule, /*check_progress=*/false);
   const Liveness lv(cs);
-  std::vector<HeldSet> held(static_cast<size_t>(K) + 1);
-  for (int d = 0; d < K; ++d) {
-    CountWalk(lv, d, held[static_cast<size_t>(d)]).run();
-    held.back().merge(held[static_cast<size_t>(d)]);
+  Walked w;
+  w.stages.resize(static_cast<size_t>(K));
+  const int devices = shape.devices_per_replica;
+  if (v > 1) w.devices.resize(static_cast<size_t>(devices));
+  for (int d = 0; d < devices; ++d) {
+    CountWalk(lv, d, w.stages, v > 1 ? &w.devices[static_cast<size_t>(d)] : nullptr).run();
+    w.device_stages.push_back(shape.stages_on(d));
   }
-  return by_length_.emplace(K, std::move(held)).first->second;
+  for (const HeldSet& h : w.stages) w.any.merge(h);
+  return by_length_.emplace(K, std::move(w)).first->second;
 }
 
 const HeldSet& StageMemory::held(int k, int K) const {
   if (k < 0 || k >= K) throw std::out_of_range("StageMemory::held: no stage " + std::to_string(k));
-  return walk(K)[static_cast<size_t>(k)];
+  return walk(K).stages[static_cast<size_t>(k)];
 }
 
 const HeldSet& StageMemory::any_position(int K) const {
-  return walk(K).back();
+  return walk(K).any;
 }
 
 int StageMemory::most_in_flight(int K) const {
   return any_position(K).most_inputs();
+}
+
+const std::vector<int>& StageMemory::device_stages(int device, int K) const {
+  const Walked& w = walk(K);
+  if (device < 0 || device >= static_cast<int>(w.device_stages.size())) {
+    throw std::out_of_range("StageMemory::device_stages: no device " + std::to_string(device));
+  }
+  return w.device_stages[static_cast<size_t>(device)];
+}
+
+double StageMemory::device_bytes(const std::vector<StageBytes>& stages, int device, int K) const {
+  const Walked& w = walk(K);
+  const std::vector<int>& mine = device_stages(device, K);
+  if (stages.size() != mine.size()) {
+    throw std::invalid_argument("StageMemory::device_bytes: " + std::to_string(stages.size()) +
+                                " stages given, device " + std::to_string(device) + " hosts " +
+                                std::to_string(mine.size()));
+  }
+  if (w.devices.empty()) return w.stages[static_cast<size_t>(mine.front())].bytes(stages.front());
+  return w.devices[static_cast<size_t>(device)].bytes(stages);
 }
 
 StageBytes stage_bytes(const StageCost& c, double received_in, double received_out) {

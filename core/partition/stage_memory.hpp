@@ -23,6 +23,14 @@
 // several stages (mixed-pipe, metis), each stage is priced at the worst position of a chain of as
 // many stages as devices. Both are estimates; the planner checks the finished plan with the walk.
 //
+// Virtual stages (Options::virtual_stages = v > 1, core/schedule/virtual_stages.hpp): S stages on
+// S / v devices, placed as the schedule's layout (interleaved, or the V of zbv and dualpipev). The
+// walk is per device, as memory.hpp's; each observation point keeps the counts of every stage the
+// device hosts. held(k, S) is stage k's own share of those points (its counts, its pass): a bound
+// on what stage k adds to its device, so the device needs at most the sum of its stages' held()
+// peaks. device_bytes() prices the device's stages together at each point: walk_memory()'s device
+// peak exactly (tests/plan_virtual_stages_test.cpp).
+//
 // The walk's steps are mirrored here rather than shared because core/memory.cpp adds bytes as it
 // walks; the equality test pins the two together.
 //
@@ -79,6 +87,23 @@ class HeldSet {
   std::vector<HeldCounts> points_;
 };
 
+// What one device hosting several stages holds at an observation point: the counts of each of its
+// stages (ascending stage order), the running pass on at most one of them.
+using DeviceCounts = std::vector<HeldCounts>;
+
+// Pareto-maximal observation points of one device hosting several stages.
+class DeviceHeldSet {
+ public:
+  void add(const DeviceCounts& c);
+  const std::vector<DeviceCounts>& points() const { return points_; }
+  // The static bytes of every stage + the largest point, `stages` in the device's stage order;
+  // +inf for an empty set.
+  double bytes(const std::vector<StageBytes>& stages) const;
+
+ private:
+  std::vector<DeviceCounts> points_;
+};
+
 class StageMemory {
  public:
   struct Options {
@@ -86,25 +111,40 @@ class StageMemory {
     int micro_batches = 1;
     Checkpoint checkpoint = Checkpoint::kNone;
     int iterations = 0;  // 0: schedule_default_iterations(schedule, K), as PlanContext
+    // Stages per device, placed as the schedule's layout (virtual_stage_layout); 1: a chain, one
+    // stage per device.
+    int virtual_stages = 1;
   };
 
   explicit StageMemory(Options options);
 
   const Options& options() const { return options_; }
-  // Stage k of a chain of K stages, one per device.
+  // Stage k of K stages: a chain, one per device; with virtual stages, stage k's own share of its
+  // device's points (see above).
   const HeldSet& held(int k, int K) const;
   double bytes(const StageBytes& b, int k, int K) const { return held(k, K).bytes(b); }
   // Every position of a chain of K stages: a stage whose position is not known.
   const HeldSet& any_position(int K) const;
   // The most micro-batches whose inputs one stage of a K-stage chain keeps at once.
   int most_in_flight(int K) const;
+  // The stages device `device` hosts among K stages, ascending.
+  const std::vector<int>& device_stages(int device, int K) const;
+  // The peak of device `device` among K stages, its stages priced together; `stages` holds the
+  // byte factors of device_stages(device, K), in that order.
+  double device_bytes(const std::vector<StageBytes>& stages, int device, int K) const;
 
  private:
-  const std::vector<HeldSet>& walk(int K) const;
+  struct Walked {
+    std::vector<HeldSet> stages;                  // per stage
+    HeldSet any;                                  // every stage's points
+    std::vector<std::vector<int>> device_stages;  // per device, ascending
+    std::vector<DeviceHeldSet> devices;           // per device, when virtual_stages > 1
+  };
+  const Walked& walk(int K) const;
 
   Options options_;
   mutable std::mutex mutex_;
-  mutable std::map<int, std::vector<HeldSet>> by_length_;  // K -> per stage, then any position
+  mutable std::map<int, Walked> by_length_;  // K -> its walk
 };
 
 // The factors of a stage from its cost and the bytes it receives per micro-batch.

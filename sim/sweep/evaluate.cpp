@@ -9,6 +9,7 @@
 #include "core/memory.hpp"
 #include "core/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
+#include "core/schedule/virtual_stages.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin::sim {
@@ -155,6 +156,142 @@ Evaluation evaluate_request(const PlanRequest& request, int iterations, bool sim
     }
   }
   return evaluate_plan(plan, iterations, simulate_unfit);
+}
+
+// ---- --schedule auto ----
+
+std::string ScheduleCandidate::label() const {
+  if (stage_layout_of(schedule) != StageLayout::kInterleaved) return schedule;
+  return fmt::format("{} v={}", schedule, virtual_stages);
+}
+
+std::vector<ScheduleCandidate> schedule_candidates(const std::vector<std::string>& names,
+                                                   int devices, int layers, int virtual_stages) {
+  static const std::vector<std::string> kUsersPick = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                                      "zb-h2", "zbv",  "dualpipev"};
+  std::vector<ScheduleCandidate> out;
+  auto add = [&out](const std::string& schedule, int v) {
+    for (const auto& c : out) {
+      if (c.schedule == schedule && c.virtual_stages == v) return;
+    }
+    out.push_back({schedule, v});
+  };
+  for (const auto& name : names.empty() ? kUsersPick : names) {
+    schedule_info(name);  // InputError naming an unknown schedule
+    if (stage_layout_of(name) != StageLayout::kInterleaved) {
+      add(name, default_virtual_stages(name));
+    } else if (virtual_stages > 0) {
+      add(name, virtual_stages);
+    } else {
+      add(name, 2);
+      if (4 * devices <= layers) add(name, 4);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string time_text(double s) {
+  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.3f} s", s);
+}
+
+// The plan that fits (memory-aware), else the plan ignoring memory (what it would need), else an
+// Evaluation whose error says why the schedule cannot run the request.
+Evaluation try_schedule(PlanRequest q) {
+  q.allow_oom = false;
+  try {
+    return evaluate_plan(make_plan(q), 0, true);
+  } catch (const InputError&) {
+    q.allow_oom = true;
+    try {
+      return evaluate_plan(make_plan(q), 0, true);
+    } catch (const InputError& again) {
+      Evaluation e;
+      e.error = again.what();
+      return e;
+    }
+  }
+}
+
+// `a` beats `b`: faster beyond 1e-9 relative, or as fast with less peak memory.
+bool faster(const Evaluation& a, const Evaluation& b) {
+  const double tol = 1e-9 * std::max(a.iteration_time_s, b.iteration_time_s);
+  if (a.iteration_time_s < b.iteration_time_s - tol) return true;
+  if (a.iteration_time_s > b.iteration_time_s + tol) return false;
+  return a.peak_memory_max_bytes < b.peak_memory_max_bytes;
+}
+
+// The fastest trial that ran and (unless `any`) fits; -1 when none.
+int fastest(const std::vector<ScheduleTrial>& trials, bool any) {
+  int best = -1;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const Evaluation& e = trials[i].evaluation;
+    if (!e.ok() || !e.simulated || (!any && !e.fits)) continue;
+    if (best < 0 || faster(e, trials[static_cast<size_t>(best)].evaluation)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+std::string bytes_text(double b) {
+  if (b < kMiB) return fmt::format("{:.1f} KiB", b / 1024);
+  if (b < kGiB) return fmt::format("{:.1f} MiB", b / kMiB);
+  return fmt::format("{:.2f} GiB", b / kGiB);
+}
+
+std::string over_text(const Evaluation& e) {
+  return fmt::format("needs {:.2f} GiB of {:.2f} GiB on {}",
+                     (e.capacity_bytes + e.over_bytes) / kGiB, e.capacity_bytes / kGiB,
+                     e.oom_device);
+}
+
+std::string verdict(const ScheduleTrial& t, const ScheduleTrial* winner, bool is_winner) {
+  const Evaluation& e = t.evaluation;
+  if (!e.ok()) return "cannot run: " + e.error;
+  if (is_winner) return e.fits ? "chosen" : "chosen, does not fit: " + over_text(e);
+  if (!e.fits) return "does not fit: " + over_text(e);
+  if (winner == nullptr) return "fits";  // not reached: a fitting trial makes a winner
+  const Evaluation& w = winner->evaluation;
+  if (e.iteration_time_s <= w.iteration_time_s * (1 + 1e-9)) {  // a tie
+    if (e.peak_memory_max_bytes > w.peak_memory_max_bytes) {
+      return fmt::format("as fast, more memory: {} vs {}", bytes_text(e.peak_memory_max_bytes),
+                         bytes_text(w.peak_memory_max_bytes));
+    }
+    return fmt::format("as fast and as lean: the tie goes to {}, tried first",
+                       winner->candidate.label());
+  }
+  return fmt::format("slower: {} vs {}", time_text(e.iteration_time_s),
+                     time_text(w.iteration_time_s));
+}
+
+}  // namespace
+
+ScheduleSearch search_schedules(const PlanRequest& request,
+                                const std::vector<ScheduleCandidate>& candidates) {
+  ScheduleSearch out;
+  for (const auto& c : candidates) {
+    PlanRequest q = request;
+    q.schedule = c.schedule;
+    q.virtual_stages = c.virtual_stages;
+    out.trials.push_back({c, try_schedule(q), ""});
+  }
+  out.chosen = fastest(out.trials, false);
+  if (out.chosen < 0 && request.allow_oom) out.chosen = fastest(out.trials, true);
+  const ScheduleTrial* winner =
+      out.chosen >= 0 ? &out.trials[static_cast<size_t>(out.chosen)] : nullptr;
+  for (size_t i = 0; i < out.trials.size(); ++i) {
+    out.trials[i].verdict = verdict(out.trials[i], winner, static_cast<int>(i) == out.chosen);
+  }
+  if (winner != nullptr) {
+    out.request = request;
+    out.request.schedule = winner->candidate.schedule;
+    out.request.virtual_stages = winner->candidate.virtual_stages;
+  }
+  return out;
 }
 
 }  // namespace pipetwin::sim

@@ -22,6 +22,13 @@
 // stages than layers, a batch not divisible by dp x M, more devices than the cluster has) is an
 // infeasible point: its error text is kept, nothing is thrown.
 //
+// search_schedules() is `pipetwin plan --schedule auto`: the same request under each candidate
+// schedule (with its virtual stages and its own M, auto or given), each planned memory-aware and
+// simulated, the fastest steady iteration among those that fit kept. A candidate that fits
+// nowhere is planned again ignoring memory, so its line can say which device runs out by how
+// much; one the schedule cannot run says why (schedule_refusal's reason, more stages than layers).
+// Ties (within 1e-9 relative) go to the lower peak memory, then to the earlier candidate.
+//
 // Thread-safety: pure functions; safe to call concurrently with distinct arguments.
 #pragma once
 
@@ -70,5 +77,46 @@ Evaluation evaluate_plan(const Plan& plan, int iterations, bool simulate_unfit);
 
 // Plans `request` (see above) and evaluates the plan. `request.allow_oom` is ignored.
 Evaluation evaluate_request(const PlanRequest& request, int iterations, bool simulate_unfit);
+
+// A schedule and the model chunks per device it runs with.
+struct ScheduleCandidate {
+  std::string schedule;
+  int virtual_stages = 1;
+  // "zbv", or "interleaved-1f1b v=2" for a schedule of a settable v (interleaved-1f1b).
+  std::string label() const;
+};
+
+// The candidates of --schedule auto on `devices` devices of a model of `layers` layers. `names`
+// empty: the synchronous schedules users pick (gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv,
+// dualpipev: the asynchronous ones change what is trained, naive is never faster than gpipe at
+// the same M); else those, in that order (unknown names are InputErrors). interleaved-1f1b is
+// tried with v = `virtual_stages` when given (> 0), else v = 2, and v = 4 when the model has
+// 4 x devices layers; the other schedules with their layout's v.
+std::vector<ScheduleCandidate> schedule_candidates(const std::vector<std::string>& names,
+                                                   int devices, int layers, int virtual_stages);
+
+// One candidate tried and its outcome.
+struct ScheduleTrial {
+  ScheduleCandidate candidate;
+  // error: it cannot run; fits: the plan it fits with; else the plan ignoring memory (what it
+  // needs)
+  Evaluation evaluation;
+  // "chosen", "slower: 412.30 ms vs 398.10 ms", "as fast, more memory: 60.1 GiB vs 52.0 GiB",
+  // "does not fit: needs 92.10 GiB of 80.00 GiB on device 0 (h100-sxm #0)", "cannot run:
+  // schedule zbv: needs at least 2D - 1 = 7 ..."
+  std::string verdict;
+};
+
+struct ScheduleSearch {
+  std::vector<ScheduleTrial> trials;  // in candidate order
+  int chosen = -1;                    // index of the winner; -1: none fits (and not allow_oom)
+  // The winner's request (schedule and virtual stages set), when there is one.
+  PlanRequest request;
+};
+
+// Tries every candidate on `request` (its schedule and virtual_stages are replaced). With
+// request.allow_oom and nothing fitting, the fastest that runs is chosen.
+ScheduleSearch search_schedules(const PlanRequest& request,
+                                const std::vector<ScheduleCandidate>& candidates);
 
 }  // namespace pipetwin::sim

@@ -66,6 +66,13 @@ std::vector<Knob> make_knobs() {
                [](const C& c) { return c.chunks > 0 ? show_int(c.chunks) : std::string("auto"); }});
   k.push_back({"schedule", KnobType::kWord, "schedule name", 0, 0, false, schedule_words,
                [](C& c, S t, double) { c.schedule = t; }, [](const C& c) { return c.schedule; }});
+  k.push_back({"virtual_stages", KnobType::kInt,
+               "model chunks per device v (alias v; v x K stages), or auto: the schedule's", 1,
+               1024, true, nullptr,
+               [](C& c, S, double v) { c.virtual_stages = static_cast<int>(v); },
+               [](const C& c) {
+                 return c.virtual_stages > 0 ? show_int(c.virtual_stages) : std::string("auto");
+               }});
   k.push_back({"partitioner", KnobType::kWord, "partitioner name", 0, 0, false, partitioner_names,
                [](C& c, S t, double) { c.partitioner = t; },
                [](const C& c) { return c.partitioner; }});
@@ -203,6 +210,7 @@ const std::vector<Knob>& knobs() {
 }
 
 const Knob* find_knob(std::string_view name) {
+  if (name == "v") name = "virtual_stages";
   for (const auto& k : knobs()) {
     if (name == k.name) return &k;
   }
@@ -251,8 +259,8 @@ Grid Grid::parse(std::string_view spec) {
       throw InputError(
           fmt::format("--grid: unknown field \"{}\" (known: {})", field, knob_names()));
     }
-    if (g.axis(field) != nullptr)
-      throw InputError(fmt::format("--grid: field {} given twice", field));
+    if (g.axis(knob->name) != nullptr)
+      throw InputError(fmt::format("--grid: field {} given twice", knob->name));
     g.axes_.push_back(parse_axis(*knob, item.substr(eq + 1)));
     const auto n = static_cast<int64_t>(g.axes_.back().values.size());
     if (g.size_ > kMaxPoints / n) {

@@ -1,12 +1,17 @@
 // Grid: the what-if space of `pipetwin sweep` (docs/design.md "Simulator"), parsed from a spec such as
 //
 //   stages=1,2,4,8;chunks=auto,4:32:4;schedule=gpipe,1f1b;partitioner=uniform,balance-time
+//   stages=4,8;schedule=1f1b,interleaved-1f1b,zbv;virtual_stages=1,2,4   (or v=1,2,4)
 //
 // Fields are separated by ';', values by ','; a numeric value may be a range start:stop:step
 // (inclusive; start:stop means step 1 for integer fields). The grid is the Cartesian product of
 // the fields, ordered like nested loops written in spec order: the first field varies slowest,
 // the last fastest. Point i of the grid is therefore a pure function of the spec, which is what
 // makes sweeps deterministic, resumable and shardable.
+//
+// `virtual_stages` (alias `v`) is the model chunks per device (sim/planner.hpp): v x K stages in
+// the schedule's layout; auto (the default) is the schedule's own (2 for zbv and dualpipev, else
+// 1). A point whose schedule cannot run its v or M (schedule_refusal) is a row with the reason.
 //
 // Every field is one entry of a knob table (grid.cpp): its name, value type, domain and how it
 // sets a PointConfig; a new knob is one more entry there (and a PointConfig field). The freeze
@@ -41,6 +46,7 @@ struct PointConfig {
   int stages = 2;  // K
   int chunks = 0;  // M; 0: auto (the planner's fastest fitting M)
   std::string schedule = "gpipe";
+  int virtual_stages = 0;  // model chunks per device; 0: auto (the schedule's default)
   std::string partitioner = "uniform";
   int batch = 8;        // global batch size (samples per optimizer step)
   int micro_batch = 0;  // samples per micro-batch; > 0: batch = micro_batch x chunks x dp
@@ -75,6 +81,7 @@ struct Knob {
 
 // The knob table, in the order the CSV lists fixed fields.
 const std::vector<Knob>& knobs();
+// By name or alias ("v": virtual_stages).
 const Knob* find_knob(std::string_view name);
 std::string knob_names();  // "batch, checkpoint, ..." for error messages
 

@@ -174,6 +174,7 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
   r.catalog = &catalog_;
   r.stages = c.stages;
   r.schedule = c.schedule;
+  r.virtual_stages = c.virtual_stages;
   r.batch_size = static_cast<int>(batch);
   r.chunks = c.chunks;
   r.partitioner = c.partitioner;
