@@ -1,6 +1,7 @@
 // Building blocks of the models in models/: parameter creation, linear / norm / conv modules,
 // keyed dropout, and the two Transformer sub-layers (attention, MLP) that ViT, BERT and GPT-2
-// share.
+// share. Every linear layer of models/ is a LinearImpl, whose forward is models::linear: a split
+// backward can defer its weight half (split_linear.hpp).
 //
 // Parameters. A ParamFactory creates every parameter of a model from one local at::Generator, in
 // build order, so a model is a pure function of (name, dtype, seed) and the global generator is
@@ -41,6 +42,7 @@
 #include <torch/nn/module.h>
 
 #include "models/layered_model.hpp"
+#include "models/split_linear.hpp"
 
 namespace pipetwin::models {
 
@@ -105,7 +107,8 @@ class DropoutImpl : public torch::nn::Module {
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(torch::Tensor weight, torch::Tensor bias);  // weight [out, in]; bias [out] or {}
-  torch::Tensor forward(const torch::Tensor& x) { return at::linear(x, weight_, bias_); }
+  // Through models::linear, so a split backward can defer its weight half (split_linear.hpp).
+  torch::Tensor forward(const torch::Tensor& x) { return models::linear(x, weight_, bias_); }
 
  private:
   torch::Tensor weight_, bias_;

@@ -1,5 +1,6 @@
 #include "models/synthetic.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 
 #include "core/synthetic.hpp"
 #include "models/layers.hpp"
+#include "models/split_linear.hpp"
 
 namespace pipetwin::models {
 
@@ -26,6 +28,7 @@ void spin_for(Clock::time_point start, double ms) {
 }
 
 // y = resize(x) + mean(w), timed (synthetic.hpp). w is empty for a layer without parameters.
+// Recorded for a split backward (split_linear.hpp), its backward defers the weight half when asked.
 struct SpinFunction : public torch::autograd::Function<SpinFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
                                int64_t out_features, const SyntheticLayerConfig* layer) {
@@ -35,7 +38,16 @@ struct SpinFunction : public torch::autograd::Function<SpinFunction> {
     y = w.numel() > 0 ? y + w.mean() : y.clone();
     ctx->saved_data["in"] = in;
     ctx->saved_data["params"] = w.numel();
-    ctx->saved_data["backward_ms"] = layer->overhead_ms + layer->bwd_ms * static_cast<double>(b);
+    const double whole = layer->overhead_ms + layer->bwd_ms * static_cast<double>(b);
+    ctx->saved_data["backward_ms"] = whole;
+    const WeightGradBinding bind = current_weight_grad_binding();
+    if (bind.grads && w.numel() > 0) {
+      const double weight = layer->wgrad_overhead_ms + layer->wgrad_ms * static_cast<double>(b);
+      ctx->saved_data["weight_ms"] = std::clamp(weight, 0.0, whole);
+      ctx->saved_data["grads"] = at::IValue::make_capsule(bind.grads);
+      ctx->saved_data["layer"] = static_cast<int64_t>(bind.layer);
+      ctx->save_for_backward({w});
+    }
     const double per_sample = t_recompute ? layer->recompute_ms : layer->fwd_ms;
     spin_for(start, layer->overhead_ms + per_sample * static_cast<double>(b));
     return y;
@@ -51,7 +63,27 @@ struct SpinFunction : public torch::autograd::Function<SpinFunction> {
         in == out ? g : (g.sum(1, true) / static_cast<double>(in)).expand({b, in}).contiguous();
     torch::Tensor grad_w;
     if (params > 0) grad_w = (g.sum() / static_cast<double>(params)).expand({params}).contiguous();
-    spin_for(start, ctx->saved_data["backward_ms"].toDouble());
+    const double whole = ctx->saved_data["backward_ms"].toDouble();
+    if (grad_w.defined() && ctx->needs_input_grad(1) && ctx->saved_data.count("grads")) {
+      const auto grads = c10::static_intrusive_pointer_cast<DeferredWeightGrads>(
+          ctx->saved_data["grads"].toCapsule());
+      if (grads->deferring()) {
+        // I spins for the whole less the weight half; W spins for the rest and adds grad_w.
+        const double weight = ctx->saved_data["weight_ms"].toDouble();
+        const torch::Tensor w = ctx->get_saved_variables()[0];
+        grads->push(
+            static_cast<int>(ctx->saved_data["layer"].toInt()),
+            [w, grad_w, weight] {
+              const auto begin = Clock::now();
+              accumulate_grad(w, grad_w);
+              spin_for(begin, weight);
+            },
+            static_cast<int64_t>(grad_w.numel() * grad_w.element_size()));
+        spin_for(start, whole - weight);
+        return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      }
+    }
+    spin_for(start, whole);
     return {grad_x, grad_w, torch::Tensor(), torch::Tensor()};
   }
 };
@@ -87,6 +119,26 @@ SyntheticRecompute::~SyntheticRecompute() {
   t_recompute = saved_;
 }
 
+namespace {
+
+// The weight half of the layer's backward: the spec's wgrad_ms where given (the profile's
+// backward_weight_s), else the cost model's estimate, `share` of the whole backward
+// (core/cost_model.hpp, backward_weight_s: all of it for layer 0 with parameters, half for the
+// other layers with parameters, none without).
+void set_weight_half(SyntheticLayerConfig& s, const LayerTiming& t1, const LayerTiming& t2,
+                     double share) {
+  if (t1.backward_weight_s < 0) {
+    s.wgrad_ms = share * s.bwd_ms;
+    s.wgrad_overhead_ms = share * (t1.backward_s * 1e3 - s.bwd_ms * t1.micro_batch);
+    return;
+  }
+  const double db = t2.micro_batch - t1.micro_batch;
+  s.wgrad_ms = (t2.backward_weight_s - t1.backward_weight_s) / db * 1e3;
+  s.wgrad_overhead_ms = t1.backward_weight_s * 1e3 - s.wgrad_ms * t1.micro_batch;
+}
+
+}  // namespace
+
 SyntheticConfig synthetic_config(const ModelSpec& spec) {
   const Profile profile = synthetic_profile(spec);
   SyntheticConfig c;
@@ -103,6 +155,7 @@ SyntheticConfig synthetic_config(const ModelSpec& spec) {
     s.bwd_ms = (t2.backward_s - t1.backward_s) / db * 1e3;
     s.recompute_ms = (t2.recompute_s - t1.recompute_s) / db * 1e3;
     s.overhead_ms = t1.forward_s * 1e3 - s.fwd_ms * t1.micro_batch;
+    set_weight_half(s, t1, t2, l.param_bytes > 0 ? (c.layers.empty() ? 1.0 : 0.5) : 0.0);
     s.output_bytes = l.output_bytes_per_sample;
     s.param_bytes = l.param_bytes;
     c.layers.push_back(s);

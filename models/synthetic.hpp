@@ -15,7 +15,12 @@
 // std::chrono::steady_clock, it does not sleep) until overhead_ms + fwd_ms * b milliseconds have
 // passed since it started, its backward (a custom autograd function) until overhead_ms +
 // bwd_ms * b, and a forward run inside a SyntheticRecompute scope until overhead_ms +
-// recompute_ms * b. The spin measures host wall time; on a GPU it does not wait for the device.
+// recompute_ms * b. Split in two (a BackwardInput and a BackwardWeight: models/split_linear.hpp,
+// exec/runtime/weight_grad_store.hpp), the backward of a layer with parameters spins for the whole
+// less its weight half and defers the weight half, which spins for wgrad_ms * b (the spec's
+// wgrad_ms; without it the cost model's estimate: all of the backward for layer 0, half for the
+// others, core/cost_model.hpp) and adds the weight gradient. The spin measures host wall time; on
+// a GPU it does not wait for the device.
 // The optimizer-state and opt_ms options describe the optimizer and do not change the layers.
 // Task: regression (per-sample mean squared error against a normal(0, 1) target).
 //
@@ -34,7 +39,9 @@ namespace pipetwin::models {
 struct SyntheticLayerConfig {
   std::string name;
   double overhead_ms = 0, fwd_ms = 0, bwd_ms = 0, recompute_ms = 0;  // per call / per sample
-  double output_bytes = 0;                                           // per sample
+  // The weight half of the backward (a split backward's W; see above): per call / per sample.
+  double wgrad_overhead_ms = 0, wgrad_ms = 0;
+  double output_bytes = 0;  // per sample
   double param_bytes = 0;
 };
 

@@ -63,8 +63,9 @@ SequenceRunner::SequenceRunner(models::LayeredModel& model, int micro_batch,
 
 void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going, double wait_s) {
   const size_t n = model_.layers.size();
-  if (graph_.y.size() != n) graph_ = Graph(n), replay_ = Graph(n);
-  for (; pos_ < kPhases * n; ++pos_) {
+  if (graph_.y.size() != n) graph_ = Graph(n), replay_ = Graph(n), split_ = Graph(n);
+  const size_t phases = t != nullptr && t->split ? kPhases : kWholePhases;
+  for (; pos_ < phases * n; ++pos_) {
     if (stopped(keep_going)) return;  // resumed here by the next call
     const auto phase = static_cast<Phase>(pos_ / n);
     const size_t i = pos_ % n;
@@ -89,11 +90,27 @@ void SequenceRunner::pass(PassTimes* t, const std::atomic<bool>* keep_going, dou
         break;
       case Phase::kBackward:
         if (i == 0) replay_ = Graph(n);
-        backward_layer(n - 1 - i, t);
+        backward_layer(n - 1 - i, graph_, t ? &t->backward : nullptr);
         break;
       case Phase::kStep:
         if (i == 0) in_place_ = t == nullptr || t->passes++ % 2 == 0;
         step_layer(i, t);
+        break;
+      case Phase::kSplitForward: {
+        if (i == 0) deferred_ = c10::make_intrusive<models::DeferredWeightGrads>();
+        const models::RecordWeightGrads record(deferred_);
+        models::RecordWeightGrads::set_layer(static_cast<int>(i));
+        chain_layer(i, split_, nullptr);
+        break;
+      }
+      case Phase::kInputHalf:
+        deferred_->set_deferring(true);
+        backward_layer(n - 1 - i, split_, &t->input_half);
+        deferred_->set_deferring(false);
+        break;
+      case Phase::kWeightHalf:
+        if (i == 0) split_ = Graph(n);  // the graph goes after I; the weight halves hold the rest
+        weight_half_layer(n - 1 - i, &t->weight_half);
         break;
     }
   }
@@ -118,9 +135,8 @@ void SequenceRunner::chain_layer(size_t l, Graph& g, Samples* times) {
   if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
 }
 
-void SequenceRunner::backward_layer(size_t l, PassTimes* t) {
+void SequenceRunner::backward_layer(size_t l, const Graph& f, Samples* times) {
   const size_t n = model_.layers.size();
-  const Graph& f = graph_;  // the timed forward's (profile_passes.hpp)
   // The gradient of layer l's output: from the next layer, and from the layers that read it
   // through a skip connection.
   at::Tensor g = l + 1 < n ? f.leaf[l + 1].grad() : at::Tensor();
@@ -133,7 +149,18 @@ void SequenceRunner::backward_layer(size_t l, PassTimes* t) {
   } else {
     f.y[l].backward(g);
   }
-  if (t) t->backward[l].push_back(device_.seconds(*a, *device_.mark()));
+  if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
+}
+
+void SequenceRunner::weight_half_layer(size_t l, Samples* times) {
+  const auto a = device_.mark();
+  deferred_->run(static_cast<int>(l));
+  if (times) (*times)[l].push_back(device_.seconds(*a, *device_.mark()));
+  // The weight halves' gradients are not the step's (the step of the pass is behind): drop them.
+  at::NoGradGuard no_grad;
+  for (auto& p : model_.layers[l].parameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
 }
 
 void SequenceRunner::step_layer(size_t l, PassTimes* t) {

@@ -5,11 +5,16 @@
 // layer's input the previous output, detached, and so is a cross-layer skip input; untimed, then
 // again timed), the forward once more (checkpointing's recompute, dropped), backward of every layer
 // in reverse order on the timed forward's graph, and one optimizer step per layer, zeroing the
-// gradients after it. The step never touches the model (it stays as built): passes take turns
-// between the two steps the executor takes, an update in place — of a copy of the weights, as GPipe
-// and 1F1B update theirs — and an update that writes a new weight version from the model's weights
-// into that copy, as weight stashing does while older micro-batches still read the old version
-// (exec/runtime/stage.cpp, optimizer_step).
+// gradients after it. A pass into PassTimes with `split` set then times the backward split in two
+// as zero-bubble schedules run it (Qi et al., ICLR 2024, Section 2; exec/runtime/
+// weight_grad_store.hpp): an untimed forward whose linears record their weight halves
+// (models/split_linear.hpp), the input half of every layer in reverse order with the weight halves
+// deferred (I), then the deferred weight halves of every layer in reverse order (W). The step never
+// touches the model (it stays as built): passes take turns between the two steps the executor
+// takes, an update in place — of a copy of the weights, as GPipe and 1F1B update theirs — and an
+// update that writes a new weight version from the model's weights into that copy, as weight
+// stashing does while older micro-batches still read the old version (exec/runtime/stage.cpp,
+// optimizer_step).
 //
 // Times are the Device's: the steady clock on the CPU, CUDA events on a GPU (where each is waited
 // for, so a layer's time is its kernels' from the first launch to the last end).
@@ -35,11 +40,13 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "exec/platform/device.hpp"
 #include "exec/profile/profiler.hpp"
 #include "exec/runtime/optimizer.hpp"
 #include "models/layered_model.hpp"
+#include "models/split_linear.hpp"
 
 namespace pipetwin::exec {
 
@@ -48,13 +55,18 @@ using Samples = std::vector<std::vector<double>>;
 
 struct PassTimes {
   Samples forward, recompute, backward, optimizer, optimizer_new_version;
+  Samples input_half, weight_half;  // the split backward's I and W, in passes with `split`
   int64_t passes = 0;  // recorded so far: the in-place and new-version steps take turns by it
-  explicit PassTimes(size_t layers)
+  bool split = false;  // the passes recorded here time the split backward too
+  explicit PassTimes(size_t layers, bool split_backward = false)
       : forward(layers),
         recompute(layers),
         backward(layers),
         optimizer(layers),
-        optimizer_new_version(layers) {}
+        optimizer_new_version(layers),
+        input_half(layers),
+        weight_half(layers),
+        split(split_backward) {}
 };
 
 double median(std::vector<double> v);
@@ -91,15 +103,28 @@ class SequenceRunner {
   // timed forward's graph, not the recompute's: its saved activations are then not the last
   // thing computed, as in a pipeline, where a micro-batch's backward comes after other work (timed
   // on the recompute's, ViT-tiny's backward at micro-batch 1 was 8% faster than a stage's).
-  enum class Phase { kWarmForward, kForward, kRecompute, kBackward, kStep };
-  static constexpr size_t kPhases = 5;
+  // Then, in passes with PassTimes::split, the split backward (above) on a forward of its own:
+  // the weight halves are timed after every input half, as a zero-bubble stage defers them.
+  enum class Phase {
+    kWarmForward,
+    kForward,
+    kRecompute,
+    kBackward,
+    kStep,
+    kSplitForward,
+    kInputHalf,
+    kWeightHalf
+  };
+  static constexpr size_t kPhases = 8;
+  static constexpr size_t kWholePhases = 5;  // passes without the split backward end there
   // Per layer, its input (a leaf), its skip input and its output, of one forward.
   struct Graph {
     std::vector<at::Tensor> leaf, skip, y;
     explicit Graph(size_t n = 0) : leaf(n), skip(n), y(n) {}
   };
   void chain_layer(size_t l, Graph& g, Samples* times);
-  void backward_layer(size_t l, PassTimes* t);
+  void backward_layer(size_t l, const Graph& f, Samples* times);
+  void weight_half_layer(size_t l, Samples* times);
   void step_layer(size_t l, PassTimes* t);
 
   models::LayeredModel& model_;
@@ -112,7 +137,9 @@ class SequenceRunner {
   // Where the pass stands (phase * layers + index) and what its layers hold so far.
   size_t pos_ = 0;
   Graph graph_, replay_;  // the forward's (the backward's), the recompute's
-  bool in_place_ = true;  // this pass's optimizer step
+  Graph split_;           // the split backward's forward
+  c10::intrusive_ptr<models::DeferredWeightGrads> deferred_;  // its weight halves
+  bool in_place_ = true;                                      // this pass's optimizer step
 };
 
 class CoRunner {

@@ -1,6 +1,7 @@
 #include "exec/profile/profiler.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -53,13 +54,39 @@ void timed_passes(SequenceRunner& runner, CoRunner* co, const ProfileOptions& o,
 // (profile_passes.hpp, pass_medians).
 struct Medians {
   std::vector<double> forward, recompute, backward, optimizer, optimizer_new_version;
+  std::vector<double> input_half, weight_half;  // empty unless the passes timed them
   explicit Medians(const PassTimes& t)
       : forward(pass_medians(t.forward)),
         recompute(pass_medians(t.recompute)),
         backward(pass_medians(t.backward)),
         optimizer(pass_medians(t.optimizer)),
-        optimizer_new_version(pass_medians(t.optimizer_new_version)) {}
+        optimizer_new_version(pass_medians(t.optimizer_new_version)) {
+    if (!t.split) return;
+    input_half = pass_medians(t.input_half);
+    weight_half = pass_medians(t.weight_half);
+  }
 };
+
+// The split backward's halves at one micro-batch size against the whole backward
+// (profiler.hpp "Split backward").
+struct SplitCheck {
+  int micro_batch = 0;
+  double halves = 0, whole = 0;  // summed over the layers
+  double worst = 1;              // the layer whose I + W differs most from its B, as (I + W) / B
+  size_t worst_layer = 0;
+};
+
+SplitCheck check_split(const Medians& a, int b) {
+  SplitCheck c{.micro_batch = b};
+  for (size_t l = 0; l < a.backward.size(); ++l) {
+    const double halves = a.input_half[l] + a.weight_half[l], whole = a.backward[l];
+    c.halves += halves;
+    c.whole += whole;
+    const double r = whole > 0 ? halves / whole : 1;
+    if (std::abs(std::log(r)) > std::abs(std::log(c.worst))) c.worst = r, c.worst_layer = l;
+  }
+  return c;
+}
 
 // What each pause costs layer l's forward and backward (timed_passes): the figure after the
 // pause less the figure beside the co-runner without one, never below 0.
@@ -176,12 +203,14 @@ struct StepTimes {
 };
 
 // Timings of every layer (alone and, when asked, with the co-runner) at micro-batch size b;
-// `steps`: each layer's optimizer steps.
+// `steps`: each layer's optimizer steps; `split`: the split backward's halves against the whole
+// backward (null: not wanted).
 std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& model, int b,
-                                      bool contention, const ProfileOptions& o, StepTimes* steps) {
+                                      bool contention, const ProfileOptions& o, StepTimes* steps,
+                                      SplitCheck* split) {
   const size_t n = model.layers.size();
   SequenceRunner runner(model, b, o, device);
-  PassTimes alone(n), shared(n);
+  PassTimes alone(n, o.split_backward), shared(n);
   std::vector<PassTimes> cold;
   if (cpu_contention(contention, device)) cold.assign(o.cold_pauses_s.size(), PassTimes(n));
   {
@@ -195,6 +224,8 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
   std::vector<LayerTiming> out;
   for (size_t l = 0; l < n; ++l) {
     LayerTiming t{b, a.forward[l], a.backward[l], a.recompute[l]};
+    // The weight half, at most the whole backward (what a profile may say, core/profile.hpp).
+    if (o.split_backward) t.backward_weight_s = std::min(a.weight_half[l], t.backward_s);
     if (contention) {
       // Apart for the forward (with the recompute, the same computation) and the backward: beside
       // another stage a block's backward slows by about 1.25 on this project's CPU machine, its
@@ -211,15 +242,35 @@ std::vector<LayerTiming> measure_size(Device& device, models::LayeredModel& mode
       steps->new_version.push_back(a.optimizer_new_version[l]);
     }
   }
+  if (split && o.split_backward) *split = check_split(a, b);
   return out;
+}
+
+// The notes' line on the split backward: I + W over B per size, and the layer that differs most.
+std::string split_note(const std::vector<SplitCheck>& checks, const Profile& p) {
+  if (checks.empty()) return "";
+  std::string sizes;
+  const SplitCheck* worst = &checks.front();
+  for (const SplitCheck& c : checks) {
+    sizes += fmt::format("{}{:.2f} at micro-batch {}", sizes.empty() ? "" : ", ",
+                         c.whole > 0 ? c.halves / c.whole : 1.0, c.micro_batch);
+    if (std::abs(std::log(c.worst)) > std::abs(std::log(worst->worst))) worst = &c;
+  }
+  return fmt::format(
+      "; split backward (I + W, weight halves of linear layers deferred) over the whole backward: "
+      "{}; layer {} ({}) differs most: {:.2f} at micro-batch {}",
+      sizes, worst->worst_layer, p.layers[worst->worst_layer].name, worst->worst,
+      worst->micro_batch);
 }
 
 // Timings and, at the largest size, memory at micro-batch size b.
 void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b, bool contention,
-                  const ProfileOptions& o) {
+                  const ProfileOptions& o, std::vector<SplitCheck>& checks) {
   const size_t n = model.layers.size();
   StepTimes steps;
-  const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, &steps);
+  SplitCheck split;
+  const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, &steps, &split);
+  if (o.split_backward) checks.push_back(split);
   for (size_t l = 0; l < n; ++l) {
     p.layers[l].timings.push_back(t[l]);
     // The optimizer step does not depend on b: keep the figures of the first size.
@@ -266,7 +317,8 @@ void remeasure_disturbed(Profile& p, Device& device, models::LayeredModel& model
     const std::vector<int> sizes = disturbed_sizes(p);
     if (sizes.empty()) break;
     for (int b : sizes) {
-      const std::vector<LayerTiming> t = measure_size(device, model, b, contention, o, nullptr);
+      const std::vector<LayerTiming> t =
+          measure_size(device, model, b, contention, o, nullptr, nullptr);
       for (size_t l = 0; l < p.layers.size(); ++l) {
         for (auto& x : p.layers[l].timings) {
           if (x.micro_batch == b) x = t[l];
@@ -391,7 +443,9 @@ Profile profile_model(const std::string& name, const ProfileOptions& o) {
       p.input_bytes_per_sample =
           static_cast<double>(input.numel() * input.element_size()) / o.micro_batches.front();
       if (cpu_contention(contention, *device)) p.cold_pauses_s = o.cold_pauses_s;
-      for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o);
+      std::vector<SplitCheck> checks;
+      for (int b : o.micro_batches) profile_size(p, *device, model, b, contention, o, checks);
+      p.notes += split_note(checks, p);
       remeasure_disturbed(p, *device, model, contention, o);
       if (cpu_contention(contention, *device))
         p.core_slowdown = measure_core_slowdown(*device, model, o.micro_batches.back(), o);

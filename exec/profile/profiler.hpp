@@ -36,6 +36,15 @@
 // also timed alone on each core (at most 8), giving the profile's core_slowdown: the cores of a
 // virtual machine need not be alike.
 //
+// Split backward: the alone passes also time each layer's backward split in two as zero-bubble
+// schedules run it (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, Section 2): the input
+// half with the linears' weight halves deferred, then the deferred weight halves
+// (models/split_linear.hpp, exec/runtime/weight_grad_store.hpp). The weight half is the profile's
+// backward_weight_s; weight gradients of other operations (LayerNorm, embeddings, convolutions)
+// come with the input half, so a layer without linears has none. The halves' sum is compared with
+// the whole backward and the notes say by how much they differ (the split costs what the whole
+// does, give or take the host's noise; nothing fails on it).
+//
 // Memory: bytes per sample of the output and of everything the forward keeps alive for backward
 // (the counting allocator, memory_tracker.hpp); parameter and optimizer-state bytes.
 //
@@ -72,7 +81,8 @@ struct ProfileOptions {
   at::ScalarType autocast = at::ScalarType::Undefined;
   int threads = 1;
   bool pin = true;
-  bool contention = true;  // measure contention factors (needs two usable cores, or a GPU)
+  bool contention = true;      // measure contention factors (needs two usable cores, or a GPU)
+  bool split_backward = true;  // measure the split backward's weight half (backward_weight_s)
   // Waits (seconds, increasing) after which the cold-start extras are measured, on a CPU with
   // contention measured; empty: not measured.
   std::vector<double> cold_pauses_s{0.001, 0.004, 0.016};

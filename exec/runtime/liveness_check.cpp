@@ -76,12 +76,54 @@ std::string holding_difference(const std::map<int, StageHolding>& expected,
   return out;
 }
 
+std::map<int, std::vector<int>> expected_awaiting(const CompiledSchedule& cs, const LiveSet& live,
+                                                  int device, int index) {
+  std::map<int, std::vector<int>> out;
+  const int replica = device / cs.shape().devices_per_replica;
+  for (const LiveMicroBatch& m : live.micro_batches) {
+    const int i = cs.backward_of(replica, m.stage, m.micro_batch);
+    if (i >= 0 && cs.action(i).op == Op::kBackwardInput && cs.ref(i).device == device &&
+        cs.ref(i).index <= index)
+      out[m.stage].push_back(m.micro_batch);
+  }
+  for (auto& [s, mbs] : out) std::sort(mbs.begin(), mbs.end());
+  return out;
+}
+
+std::string awaiting_difference(const std::map<int, std::vector<int>>& expected,
+                                const std::map<int, std::vector<int>>& held) {
+  std::map<int, std::pair<std::vector<int>, std::vector<int>>> both;
+  for (const auto& [s, v] : expected) both[s].first = v;
+  for (const auto& [s, v] : held) both[s].second = v;
+  const auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (int mb : v) out += fmt::format("{}mb {}", out.empty() ? "" : ", ", mb);
+    return out.empty() ? std::string("none") : out;
+  };
+  std::string out;
+  for (const auto& [s, pair] : both) {
+    if (pair.first == pair.second) continue;
+    out += fmt::format("{}stage {}: awaiting backward-weight: the walk {}; the stage {}",
+                       out.empty() ? "" : "; ", s, list(pair.first), list(pair.second));
+  }
+  return out;
+}
+
 void LivenessCheck::after(int index, const Action& action,
                           const std::map<int, StageRuntime*>& stages) {
   cursor_.advance_through(index);
   std::map<int, StageHolding> held;
-  for (const auto& [s, st] : stages) held[s] = st->holding();
-  const std::string diff = holding_difference(expected_holdings(cursor_.live_set()), held);
+  std::map<int, std::vector<int>> awaiting;
+  for (const auto& [s, st] : stages) {
+    held[s] = st->holding();
+    if (!st->awaiting_weight().empty()) awaiting[s] = st->awaiting_weight();
+  }
+  const LiveSet live = cursor_.live_set();
+  std::string diff = holding_difference(expected_holdings(live), held);
+  if (diff.empty()) {
+    diff = awaiting_difference(expected_awaiting(walk_.schedule(), live, cursor_.device(), index),
+                               awaiting);
+  }
   if (diff.empty()) return;
   throw std::logic_error(fmt::format(
       "liveness check: device {} after action {} ({}) holds other than the walk says: {}",

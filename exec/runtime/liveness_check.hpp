@@ -10,12 +10,19 @@
 // with their pins. Received tensors are left out: their arrival depends on timing, and a run holds
 // a subset of what the walk says (core/schedule/liveness.hpp "Received tensors").
 //
+// A split backward (BackwardInput I, then BackwardWeight W) frees nothing at I in the walk: the
+// micro-batch keeps its graph version and its pin until W, and so must the stage, whose weight
+// gradient store then holds what W needs of the graph (exec/runtime/weight_grad_store.hpp). The
+// check also asserts that exactly the micro-batches whose I ran and whose W has not await their
+// weight half in the stage (StageRuntime::awaiting_weight).
+//
 // Thread-safety: not thread-safe; one per device, used by its compute thread, the one thread that
 // touches the device's stage runtimes (exec/runtime/stage.hpp).
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/schedule/liveness.hpp"
 #include "exec/runtime/stage.hpp"
@@ -24,7 +31,7 @@ namespace pipetwin::exec {
 
 class LivenessCheck {
  public:
-  LivenessCheck(const Liveness& walk, int device) : cursor_(walk, device) {}
+  LivenessCheck(const Liveness& walk, int device) : walk_(walk), cursor_(walk, device) {}
 
   // After the device's action at list index `index` (`action`, named in the message): throws
   // std::logic_error naming the device, the action and the difference if `stages` (the device's
@@ -32,6 +39,7 @@ class LivenessCheck {
   void after(int index, const Action& action, const std::map<int, StageRuntime*>& stages);
 
  private:
+  const Liveness& walk_;
   LivenessCursor cursor_;
 };
 
@@ -43,5 +51,15 @@ std::map<int, StageHolding> expected_holdings(const LiveSet& live);
 // mb 3 (graph v1, pins v1)").
 std::string holding_difference(const std::map<int, StageHolding>& expected,
                                const std::map<int, StageHolding>& held);
+
+// Per stage, the micro-batches of `live` whose backward is split and whose BackwardInput is at list
+// index `index` of the device or before it: they await their BackwardWeight.
+std::map<int, std::vector<int>> expected_awaiting(const CompiledSchedule& cs, const LiveSet& live,
+                                                  int device, int index);
+
+// "" when they agree; else per stage that differs "stage 1: awaiting backward-weight: the walk
+// mb 2, mb 3; the stage mb 2".
+std::string awaiting_difference(const std::map<int, std::vector<int>>& expected,
+                                const std::map<int, std::vector<int>>& held);
 
 }  // namespace pipetwin::exec

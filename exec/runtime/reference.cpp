@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "exec/runtime/data.hpp"
@@ -19,16 +21,29 @@ namespace pipetwin::exec {
 namespace {
 
 struct Versions {
-  int forward = -1, backward = -1;
+  int forward = -1, backward = -1, weight = -1;  // weight: the BackwardWeight's, if split
 };
 
-// Forward/backward versions of every (stage, micro-batch) of replica 0.
+// Forward/backward versions of every (stage, micro-batch) of replica 0. A split backward's
+// versions are its BackwardInput's: the reference computes both halves at once, which is the
+// executor's result only where the BackwardWeight reads the same version (it does: the stage
+// keeps it pinned until then, exec/runtime/weight_grad_store.hpp); std::logic_error otherwise.
 std::map<std::pair<int, int>, Versions> declared_versions(const Schedule& s) {
   std::map<std::pair<int, int>, Versions> out;
   for (int d = 0; d < s.shape.devices_per_replica; ++d) {
     for (const auto& a : s.devices[static_cast<size_t>(d)]) {
-      if (a.op == Op::kForward) out[{a.stage, a.micro_batch}].forward = a.version;
-      if (a.op == Op::kBackward) out[{a.stage, a.micro_batch}].backward = a.version;
+      Versions& v = out[{a.stage, a.micro_batch}];
+      if (a.op == Op::kForward) v.forward = a.version;
+      if (is_input_backward(a.op)) v.backward = a.version;
+      if (a.op == Op::kBackwardWeight) v.weight = a.version;
+    }
+  }
+  for (const auto& [key, v] : out) {
+    if (v.weight >= 0 && v.weight != v.backward) {
+      throw std::logic_error(
+          fmt::format("reference: stage {} micro-batch {}: backward-weight reads version {}, its "
+                      "backward-input version {}",
+                      key.first, key.second, v.weight, v.backward));
     }
   }
   return out;

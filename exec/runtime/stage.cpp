@@ -14,6 +14,7 @@
 #include "exec/runtime/stage_io.hpp"
 
 #include "models/layers.hpp"
+#include "models/split_linear.hpp"
 
 namespace pipetwin::exec {
 
@@ -135,6 +136,7 @@ int StageRuntime::value_of(int producer) const {
 
 at::Tensor StageRuntime::call_layer(Slot& slot, size_t j, const at::Tensor& x,
                                     const at::Tensor& skip) {
+  models::RecordWeightGrads::set_layer(spec_.layers[j]);  // tags deferred work (if recording)
   return skip_src_[j] < 0 ? slot.layers[j].forward(x) : slot.layers[j].forward(x, skip);
 }
 
@@ -162,6 +164,10 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
   const bool graph = with_graph && f < n;
   const AutocastGuard autocast(spec_.autocast_device, spec_.autocast,
                                spec_.autocast != at::ScalarType::Undefined);
+  // A split backward's forward: the linears bind their backwards to the micro-batch's entry.
+  const models::RecordWeightGrads record(graph && m.split
+                                             ? wgrads_.record(m.micro_batch)
+                                             : c10::intrusive_ptr<models::DeferredWeightGrads>());
   std::unique_ptr<at::NoGradGuard> no_grad;
   if (!graph) {
     no_grad = std::make_unique<at::NoGradGuard>();
@@ -227,6 +233,8 @@ std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<a
   Slot& slot = slot_of(version, "forward", mb);
   last_used_ = slot.version;
   auto m = std::make_unique<MicroBatch>();
+  m->micro_batch = mb;
+  m->split = keep.split;
   m->received = inputs;
   m->inputs = std::move(inputs);
   m->past_frozen = past_frozen;

@@ -9,6 +9,13 @@
 //   recompute(mb, v)   run again with autograd from the kept inputs, on version v's weights
 //   backward(mb, v)    back-propagate the received output gradients (and the loss on the last
 //                      stage) through the graph built on version v; return the input gradients
+//   backward_input(mb, v), backward_weight(mb, v)
+//                      the two halves of a split backward (zero-bubble schedules, Qi et al. 2024,
+//                      Section 2): the input gradients now, the weight gradients later, through
+//                      the stage's WeightGradStore (exec/runtime/weight_grad_store.hpp). The
+//                      forward is told its backward is split (ForwardKeep::split) and records
+//                      what W needs; after I the autograd graph is gone and the store holds that;
+//                      W reads the version I read, and the micro-batch keeps it pinned until W.
 //   optimizer_step(v)  apply the accumulated gradients, producing version v
 // Inputs and outputs are lists in the order of StageSpec::inputs and ::outputs
 // (exec/runtime/stage_io.hpp): one tensor each for a stage of a chain model; with cross-layer skip
@@ -79,6 +86,7 @@
 
 #include "exec/runtime/loss_scaler.hpp"
 #include "exec/runtime/optimizer.hpp"
+#include "exec/runtime/weight_grad_store.hpp"
 
 namespace pipetwin::exec {
 
@@ -115,6 +123,9 @@ struct StageSpec {
 struct ForwardKeep {
   bool graph = true;        // the graph (saved activations); false: only the inputs
   int pinned_version = -1;  // weight version kept alive for the micro-batch; -1: none
+  // Its backward is split in I and W (the schedule has a BackwardWeight for it): the forward and
+  // its recompute record the weight halves for W (exec/runtime/weight_grad_store.hpp).
+  bool split = false;
   // A forward that keeps its graph pins the version it runs on (the graph references it).
   static ForwardKeep with_graph(int version) { return {true, version}; }
 };
@@ -170,12 +181,25 @@ class StageRuntime {
   // input).
   std::vector<at::Tensor> backward(int mb, int version, const std::vector<at::Tensor>& grad_outputs,
                                    const std::function<void(int layer)>& on_layer_done);
+  // The halves of a split backward (see above). backward_input takes and returns what backward
+  // does, and reports no layer: the weight gradients are not complete before backward_weight,
+  // which reports each layer as backward does.
+  std::vector<at::Tensor> backward_input(int mb, int version,
+                                         const std::vector<at::Tensor>& grad_outputs);
+  void backward_weight(int mb, int version, const std::function<void(int layer)>& on_layer_done);
+  // Micro-batches whose backward_input ran and whose backward_weight has not, ascending; the
+  // weight-gradient closures micro-batch `mb` waits with, and the bytes all of them hold.
+  std::vector<int> awaiting_weight() const { return wgrads_.awaiting(); }
+  int deferred_weight_work(int mb) const { return wgrads_.pending(mb); }
+  int64_t deferred_weight_bytes() const { return wgrads_.bytes(); }
   // With loss scaling, `agree` gets whether this stage's gradients overflowed and returns
   // whether any stage's did (null: this stage alone decides). Returns whether it updated.
   bool optimizer_step(int new_version, const std::function<bool(bool)>& agree = nullptr);
-  // Untimed forwards of `inputs` holding `graphs` graphs at once, then their backwards; the
-  // gradients are discarded (executor warm-up).
-  void warm_up(const std::vector<at::Tensor>& inputs, const at::Tensor& target, int graphs = 1);
+  // Untimed forwards of `inputs` holding `graphs` graphs at once, then their backwards (`split`:
+  // each as its two halves, as the schedule will run them); the gradients are discarded
+  // (executor warm-up).
+  void warm_up(const std::vector<at::Tensor>& inputs, const at::Tensor& target, int graphs = 1,
+               bool split = false);
 
   // Before a schedule: the current weights become version 0 and micro-batch mb of the schedule
   // is global micro-batch first_micro_batch + mb. Throws std::logic_error mid-schedule.
@@ -227,6 +251,9 @@ class StageRuntime {
   std::shared_ptr<Slot> new_slot();
   void wire();
   int value_of(int producer) const;
+  MicroBatch& with_graph(int mb, int version, size_t grad_outputs, const char* who);
+  void drop_graph(MicroBatch& m);
+  void finish_backward(int mb);
   at::Tensor call_layer(Slot& slot, size_t j, const at::Tensor& x, const at::Tensor& skip);
   void forward_values(Slot& slot, std::vector<at::Tensor>& v, size_t from);
   void run(Slot& slot, MicroBatch& m, bool with_graph);
@@ -249,6 +276,7 @@ class StageRuntime {
   std::map<int, std::shared_ptr<Slot>> slots_;  // by version
   std::vector<std::shared_ptr<Slot>> pool_;     // free instances
   std::map<int, std::unique_ptr<MicroBatch>> in_flight_;
+  WeightGradStore wgrads_;  // the weight halves of split backwards, by micro-batch
   // Values of a micro-batch: the inputs, then each layer's output (index inputs + position).
   std::vector<int> main_src_, skip_src_;  // per layer position: value read (-1: none)
   std::vector<int> out_value_;            // per output: its value

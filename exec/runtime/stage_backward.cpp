@@ -1,5 +1,6 @@
 // StageRuntime's backward half: back-propagation of a micro-batch (whole stage or layer by
-// layer), the warm-up, and an optimizer step skipped by the loss scaler (stage.hpp).
+// layer, whole or split in its input and weight halves), the warm-up, and an optimizer step
+// skipped by the loss scaler (stage.hpp).
 #include <algorithm>
 
 #include <ATen/ATen.h>
@@ -13,34 +14,109 @@
 
 namespace pipetwin::exec {
 
-std::vector<at::Tensor> StageRuntime::backward(int mb, int version,
-                                               const std::vector<at::Tensor>& grad_outputs,
-                                               const std::function<void(int)>& on_layer_done) {
+StageRuntime::MicroBatch& StageRuntime::with_graph(int mb, int version, size_t grad_outputs,
+                                                   const char* who) {
   auto it = in_flight_.find(mb);
   if (it == in_flight_.end() || it->second->graph_version < 0) {
     throw std::runtime_error(
-        fmt::format("stage {}: backward of micro-batch {} without a forward "
+        fmt::format("stage {}: {} of micro-batch {} without a forward "
                     "graph (missing forward or recompute)",
-                    spec_.stage, mb));
+                    spec_.stage, who, mb));
   }
   MicroBatch& m = *it->second;
+  if (wgrads_.awaits(mb)) {
+    throw std::runtime_error(fmt::format("stage {}: {} of micro-batch {} after its backward-input",
+                                         spec_.stage, who, mb));
+  }
   if (m.graph_version != version) {
     throw std::runtime_error(
-        fmt::format("stage {}: backward of micro-batch {} asks for weight "
+        fmt::format("stage {}: {} of micro-batch {} asks for weight "
                     "version {} but its graph was built on version {}",
-                    spec_.stage, mb, version, m.graph_version));
+                    spec_.stage, who, mb, version, m.graph_version));
   }
-  if (grad_outputs.size() != spec_.outputs.size()) {
+  if (grad_outputs != spec_.outputs.size()) {
     throw std::logic_error(
-        fmt::format("stage {}: backward of micro-batch {} with {} output "
+        fmt::format("stage {}: {} of micro-batch {} with {} output "
                     "gradients, the stage returns {} outputs",
-                    spec_.stage, mb, grad_outputs.size(), spec_.outputs.size()));
+                    spec_.stage, who, mb, grad_outputs, spec_.outputs.size()));
   }
   last_used_ = slots_.at(m.graph_version)->version;
-  std::vector<at::Tensor> grads = backprop(m, grad_outputs, on_layer_done);
-  if (m.pinned_version >= 0) release(m.pinned_version);
+  return m;
+}
+
+// The micro-batch's backward is over: its pin goes, and so does it.
+void StageRuntime::finish_backward(int mb) {
+  auto it = in_flight_.find(mb);
+  if (it->second->pinned_version >= 0) release(it->second->pinned_version);
+  wgrads_.drop(mb);
   in_flight_.erase(it);
+}
+
+std::vector<at::Tensor> StageRuntime::backward(int mb, int version,
+                                               const std::vector<at::Tensor>& grad_outputs,
+                                               const std::function<void(int)>& on_layer_done) {
+  MicroBatch& m = with_graph(mb, version, grad_outputs.size(), "backward");
+  // A micro-batch recorded for a split backward but backwarded whole computes everything now:
+  // its entry is not deferring (models/split_linear.hpp).
+  std::vector<at::Tensor> grads = backprop(m, grad_outputs, on_layer_done);
+  finish_backward(mb);
   return grads;
+}
+
+std::vector<at::Tensor> StageRuntime::backward_input(int mb, int version,
+                                                     const std::vector<at::Tensor>& grad_outputs) {
+  MicroBatch& m = with_graph(mb, version, grad_outputs.size(), "backward-input");
+  if (!m.split || !wgrads_.recorded(mb)) {
+    throw std::logic_error(fmt::format(
+        "stage {}: backward-input of micro-batch {} whose forward was not told its backward is "
+        "split",
+        spec_.stage, mb));
+  }
+  std::vector<at::Tensor> grads =
+      wgrads_.input_half(mb, [&] { return backprop(m, grad_outputs, nullptr); });
+  drop_graph(m);
+  return grads;
+}
+
+void StageRuntime::backward_weight(int mb, int version,
+                                   const std::function<void(int)>& on_layer_done) {
+  auto it = in_flight_.find(mb);
+  if (it == in_flight_.end() || !wgrads_.awaits(mb)) {
+    throw std::runtime_error(fmt::format(
+        "stage {}: backward-weight of micro-batch {} before its backward-input", spec_.stage, mb));
+  }
+  const MicroBatch& m = *it->second;
+  if (m.graph_version != version) {
+    throw std::runtime_error(
+        fmt::format("stage {}: backward-weight of micro-batch {} asks for weight version {} but "
+                    "its backward-input read version {}",
+                    spec_.stage, mb, version, m.graph_version));
+  }
+  last_used_ = slots_.at(m.graph_version)->version;
+  // The trained layers from the last down, as backprop reports them; then the frozen prefix,
+  // which has no gradient to wait for.
+  const size_t f = static_cast<size_t>(frozen_);
+  std::vector<int> layers;
+  for (size_t l = spec_.layers.size(); l-- > f;) layers.push_back(spec_.layers[l]);
+  wgrads_.weight_half(mb, layers, on_layer_done);
+  if (on_layer_done) {
+    for (size_t l = f; l-- > 0;) on_layer_done(spec_.layers[l]);
+  }
+  finish_backward(mb);
+}
+
+// After backward_input: the autograd graph and the tensors kept for it go; the weight halves
+// hold what backward_weight needs (weight_grad_store.hpp). The micro-batch stays in flight, its
+// graph version and pin with it, until backward_weight.
+void StageRuntime::drop_graph(MicroBatch& m) {
+  m.inputs.clear();
+  m.received.clear();
+  m.target = at::Tensor();
+  m.leaves.clear();
+  m.xs.clear();
+  m.ys.clear();
+  m.outs.clear();
+  m.loss = at::Tensor();
 }
 
 std::vector<at::Tensor> StageRuntime::backprop(MicroBatch& m,
@@ -121,23 +197,35 @@ std::vector<at::Tensor> StageRuntime::backprop_by_layer(
 }
 
 void StageRuntime::warm_up(const std::vector<at::Tensor>& inputs, const at::Tensor& target,
-                           int graphs) {
+                           int graphs, bool split) {
   // Hold `graphs` graphs at once, as the run will: the allocator grows to the run's peak here
   // rather than during the first timed iterations (page faults on fresh memory). The warm-up
   // leaves no trace: BatchNorm statistics are put back, gradients and the loss zeroed.
   std::vector<at::Tensor> saved_buffers;
   for (const auto& b : buffers()) saved_buffers.push_back(b.detach().clone());
   std::vector<MicroBatch> ms(static_cast<size_t>(std::max(1, graphs)));
-  for (auto& m : ms) {
+  for (size_t i = 0; i < ms.size(); ++i) {
+    MicroBatch& m = ms[i];
     m.inputs = inputs;
     m.received = inputs;
     m.target = target;
+    m.split = split;
+    m.micro_batch = -1 - static_cast<int>(i);  // no schedule's micro-batch
     run(*slots_.at(current_), m, true);
   }
+  std::vector<int> layers;  // the trained ones, from the last (backward_weight)
+  for (size_t l = spec_.layers.size(); l-- > static_cast<size_t>(frozen_);)
+    layers.push_back(spec_.layers[l]);
   for (size_t i = ms.size(); i-- > 0;) {
     std::vector<at::Tensor> ones;
     for (const auto& o : ms[i].outs) ones.push_back(at::ones_like(o));
-    backprop(ms[i], ones, nullptr);
+    if (!split) {
+      backprop(ms[i], ones, nullptr);
+      continue;
+    }
+    wgrads_.input_half(ms[i].micro_batch, [&] { return backprop(ms[i], ones, nullptr); });
+    drop_graph(ms[i]);
+    wgrads_.weight_half(ms[i].micro_batch, layers, nullptr);
   }
   at::NoGradGuard no_grad;
   for (auto& g : grads_) g.zero_();

@@ -33,8 +33,12 @@ struct StageRuntime::MicroBatch {
   std::vector<at::Tensor> ys;
   std::vector<at::Tensor> outs;  // the outputs, with graph
   at::Tensor loss;               // the last stage's scaled loss, with graph
-  int graph_version = -1;        // weights the graph was built on; -1: no graph
-  int pinned_version = -1;       // weights it keeps alive; -1: none
+  int micro_batch = -1;
+  bool split = false;  // its backward is split: forward and recompute record for W
+  // Weights the graph was built on; -1: no graph. After backward_input the graph is gone and the
+  // stage's WeightGradStore holds what backward_weight needs of it, on this version.
+  int graph_version = -1;
+  int pinned_version = -1;  // weights it keeps alive; -1: none
 };
 
 }  // namespace pipetwin::exec

@@ -126,7 +126,9 @@ void DeviceWorker::warm_up() {
     }
     if (st->spec().last)
       target = copy_to_device(device_, [&] { return shared_.data->target(step, replica_, 0); });
-    st->warm_up(inputs, target, most_graphs(*shared_.liveness, id_, stage));
+    // A stage whose backwards the schedule splits (micro-batch 0's, say) warms up the split.
+    const bool split = shared_.schedule->weight_backward_of(replica_, stage, 0) >= 0;
+    st->warm_up(inputs, target, most_graphs(*shared_.liveness, id_, stage), split);
   }
   device_.synchronize();  // the clock's zero mark must find the compute lane idle
 }
@@ -200,8 +202,17 @@ void DeviceWorker::execute(int id) {
       stages_.at(a.stage)->recompute(a.micro_batch, a.version);
       break;
     case Op::kBackward:
+    case Op::kBackwardInput:
       backward(id, a);
       break;
+    case Op::kBackwardWeight: {
+      // The weight half reports each layer's gradients complete: a data-parallel bucket's
+      // all-reduce depends on it (core/schedule/compiled.hpp).
+      Board* board = shared_.board;
+      stages_.at(a.stage)->backward_weight(
+          a.micro_batch, a.version, [board, id](int layer) { board->mark_layer(id, layer); });
+      break;
+    }
     case Op::kOptimizerStep: {
       StageRuntime* st = stages_.at(a.stage);
       // With loss scaling the step waits for every stage's overflow vote
@@ -231,7 +242,7 @@ void DeviceWorker::execute(int id) {
   const std::unique_ptr<Mark> finish = device_.mark();
   const double start = device_.seconds(*shared_.t0.at(id_), *begin);
   const double end = device_.seconds(*shared_.t0.at(id_), *finish);
-  if (a.op == Op::kForward || a.op == Op::kBackward || a.op == Op::kRecompute) {
+  if (a.op == Op::kForward || a.op == Op::kRecompute || is_backward(a.op)) {
     record.version = stages_.at(a.stage)->last_version_used();
   } else if (a.op == Op::kOptimizerStep) {
     record.version = stages_.at(a.stage)->current_version();
@@ -312,8 +323,10 @@ void DeviceWorker::forward(int id, const Action& a) {
     target =
         copy_to_device(device_, [&] { return shared_.data->target(global_step, replica_, micro); });
   // What it keeps until its recompute or backward is the liveness walk's rule.
-  const ForwardKeep keep{.graph = shared_.liveness->keeps_graph(id),
-                         .pinned_version = shared_.liveness->pinned_after_forward(id)};
+  const ForwardKeep keep{
+      .graph = shared_.liveness->keeps_graph(id),
+      .pinned_version = shared_.liveness->pinned_after_forward(id),
+      .split = shared_.schedule->weight_backward_of(replica_, a.stage, a.micro_batch) >= 0};
   const std::vector<at::Tensor> outs =
       st->forward(a.micro_batch, a.version, std::move(inputs), keep, target, f_frozen);
   for (const auto& e : sh.edges) {
@@ -345,9 +358,12 @@ void DeviceWorker::backward(int id, const Action& a) {
     }
   }
   Board* board = shared_.board;
+  // A BackwardInput leaves the weight gradients to its BackwardWeight (stage.hpp).
   const std::vector<at::Tensor> grads =
-      st->backward(a.micro_batch, a.version, grad_outputs,
-                   [board, id](int layer) { board->mark_layer(id, layer); });
+      a.op == Op::kBackwardInput
+          ? st->backward_input(a.micro_batch, a.version, grad_outputs)
+          : st->backward(a.micro_batch, a.version, grad_outputs,
+                         [board, id](int layer) { board->mark_layer(id, layer); });
   for (const auto& e : sh.edges) {
     if (e.to != a.stage) continue;
     std::vector<at::Tensor> bundle;

@@ -2,7 +2,9 @@
 //
 // Like the simulator (sim/pipeline_sim.hpp), each of the device's streams — compute, send,
 // recv, collective — is a thread that takes its actions in schedule order and starts one when
-// the Board says its dependencies are done. Compute actions call the device's StageRuntimes;
+// the Board says its dependencies are done. Compute actions call the device's StageRuntimes (a
+// split backward's BackwardInput and BackwardWeight their two halves, stage.hpp; the weight half
+// reports its layers' gradients complete, as a whole Backward does);
 // sends and receives call the Transport; all-reduces sum a stage's gradient bucket over its
 // replicas. Each stream thread issues to its own lane of the schedule device's Device
 // (exec/platform/device.hpp: on CPU the thread itself, on CUDA a stream of its own); every action
