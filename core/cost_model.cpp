@@ -23,7 +23,7 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
   }
   for (const auto& layer : profile_.layers) {
     std::vector<double> b, f, bw, r, c, cb, w;
-    const double weight_share = estimated_weight_share(layer, fits_.size());
+    const double weight_share = estimated_weight_share(layer);
     for (const auto& t : layer.timings) {
       b.push_back(t.micro_batch);
       f.push_back(t.forward_s);
@@ -73,11 +73,13 @@ double CostModel::backward_weight_s(int layer, double b) const {
                     backward_s(layer, b));
 }
 
-double CostModel::estimated_weight_share(const LayerProfile& layer, size_t index) {
+double estimated_weight_share(const LayerProfile& layer) {
   if (layer.param_bytes <= 0) return 0;
-  return index == 0 ? 1.0 : 0.5;  // see backward_weight_s
+  for (const char* kind : {"embedding", "conv", "residual", "norm"}) {
+    if (layer.kind == kind) return 0;
+  }
+  return 0.5;
 }
-
 double CostModel::recompute_s(int layer, double b) const {
   return frozen(layer) ? 0 : fits(layer).recompute(b) * options_.compute_scale;
 }

@@ -97,6 +97,17 @@ struct StageCost {
   double static_bytes() const { return param_bytes + grad_bytes + optimizer_bytes + frozen_bytes; }
 };
 
+// The share of a layer's backward that a split backward's weight half (W) takes, where a profile
+// did not measure it (LayerTiming::backward_weight_s): half for a layer with parameters — a
+// linear layer's input and weight gradients are two matrix products of equal FLOPs (dX = dY W^T,
+// dW = X^T dY; Qi et al. 2024, Section 2, take T_B = T_W likewise; attention products and
+// normalisation add a little to the input half, which the estimate leaves out) — and none for a
+// layer without parameters or one whose weight gradients the executor computes with its input
+// gradient: it defers the weight gradients of linear layers only, as Qi et al.'s implementation
+// does, so embeddings, convolutions (kind "conv", ResNet's "residual" blocks) and normalisation
+// layers have no W (exec/runtime/weight_grad_store.hpp).
+double estimated_weight_share(const LayerProfile& layer);
+
 class CostModel {
  public:
   CostModel(Profile profile, const Cluster& cluster, CostOptions options = {});
@@ -111,12 +122,7 @@ class CostModel {
   double forward_s(int layer, double b) const;
   double backward_s(int layer, double b) const;
   // The weight-gradient part of backward_s: the profile's backward_weight_s where it was
-  // measured; else estimated: none for a layer without parameters, all of it for a layer with
-  // parameters that reads the model input (there is no input gradient to compute), and half for
-  // the others — a linear layer's or a convolution's input and weight gradients are two matrix
-  // products of equal FLOPs (dX = dY W^T, dW = X^T dY; Qi et al. 2024, Section 2, take
-  // T_B = T_W likewise), while normalisation and attention products add a little more to the
-  // input half, which the estimate leaves out.
+  // measured, else estimated_weight_share() of it.
   double backward_weight_s(int layer, double b) const;
   double recompute_s(int layer, double b) const;
   double optimizer_s(int layer) const;              // in place
@@ -161,8 +167,7 @@ class CostModel {
 
  private:
   void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
-  // backward_weight_s's estimate for layer `index`, as a share of its backward.
-  static double estimated_weight_share(const LayerProfile& layer, size_t index);
+
 
   Profile profile_;
   Cluster cluster_;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "core/cost_model.hpp"
 #include "core/synthetic.hpp"
 #include "models/layers.hpp"
 #include "models/split_linear.hpp"
@@ -123,8 +124,7 @@ namespace {
 
 // The weight half of the layer's backward: the spec's wgrad_ms where given (the profile's
 // backward_weight_s), else the cost model's estimate, `share` of the whole backward
-// (core/cost_model.hpp, backward_weight_s: all of it for layer 0 with parameters, half for the
-// other layers with parameters, none without).
+// (core/cost_model.hpp, estimated_weight_share).
 void set_weight_half(SyntheticLayerConfig& s, const LayerTiming& t1, const LayerTiming& t2,
                      double share) {
   if (t1.backward_weight_s < 0) {
@@ -155,7 +155,7 @@ SyntheticConfig synthetic_config(const ModelSpec& spec) {
     s.bwd_ms = (t2.backward_s - t1.backward_s) / db * 1e3;
     s.recompute_ms = (t2.recompute_s - t1.recompute_s) / db * 1e3;
     s.overhead_ms = t1.forward_s * 1e3 - s.fwd_ms * t1.micro_batch;
-    set_weight_half(s, t1, t2, l.param_bytes > 0 ? (c.layers.empty() ? 1.0 : 0.5) : 0.0);
+    set_weight_half(s, t1, t2, estimated_weight_share(l));
     s.output_bytes = l.output_bytes_per_sample;
     s.param_bytes = l.param_bytes;
     c.layers.push_back(s);
