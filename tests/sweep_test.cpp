@@ -11,56 +11,11 @@
 #include "sim/sweep/results.hpp"
 #include "sim/sweep/runner.hpp"
 #include "sim_test_util.hpp"
+#include "sweep_test_util.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::sim {
 namespace {
-
-using test::input_error;
-using test::read_text;
-using test::TempDir;
-using test::write_text;
-
-constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-// A catalog of one device type (1 GiB) on free links (no latency, 1 TB/s): transfers of the
-// synthetic models below (no activations) cost nothing, so GPipe's closed form holds exactly.
-std::string write_catalog(const TempDir& dir) {
-  const std::string root = dir.file("hw");
-  std::filesystem::create_directories(root + "/clusters");
-  write_text(root + "/devices.json", R"({"format": "pipetwin.devices", "version": 1, "devices": [
-    {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
-     "peak_flops": {"float32": 1e14}}]})");
-  write_text(root + "/links.json", R"({"format": "pipetwin.links", "version": 1, "links": [
-    {"name": "free", "bandwidth": 1e12, "latency": 0}]})");
-  write_text(root + "/clusters/ideal8.json", R"({"format": "pipetwin.cluster", "version": 1,
-    "name": "ideal8", "device": "test-gpu", "devices_per_node": 8, "intra_node_link": "free"})");
-  return root;
-}
-
-SweepInputs inputs(const std::string& catalog, const std::string& model) {
-  SweepInputs in;
-  in.catalog_dir = catalog;
-  in.base.model = model;
-  in.base.cluster = "ideal8";
-  in.base.batch = 8;
-  return in;
-}
-
-const char* kModel = "uniform:layers=4,fwd_ms=1,bwd_ms=2";
-// 256 MiB of parameters per layer: parameters + gradients = 512 MiB per layer.
-const char* kHeavy = "uniform:layers=4,fwd_ms=1,bwd_ms=2,param_kb=262144";
-
-std::string field(const SweepTable& t, size_t row, const std::string& name) {
-  return t.rows.at(row).at(csv_column(t.header, name, "test"));
-}
-
-RunOptions to(const std::string& path, int jobs = 0) {
-  RunOptions o;
-  o.output = path;
-  o.jobs = jobs;
-  return o;
-}
 
 // --- grid -------------------------------------------------------------------------------------
 
@@ -142,22 +97,6 @@ TEST(Grid, BadSpecsNameTheFieldAndTheValue) {
 }
 
 // virtual_stages (alias v): auto is the schedule's own (0), a number the model chunks per device.
-TEST(Grid, VirtualStagesKnobAndItsAlias) {
-  const Grid g = Grid::parse("schedule=zbv,interleaved-1f1b;v=auto,2");
-  ASSERT_NE(g.axis("virtual_stages"), nullptr);
-  EXPECT_EQ(g.axis("virtual_stages")->values, (std::vector<std::string>{"auto", "2"}));
-  PointConfig c;
-  g.apply(3, c);
-  EXPECT_EQ(c.schedule, "interleaved-1f1b");
-  EXPECT_EQ(c.virtual_stages, 2);
-  g.apply(0, c);
-  EXPECT_EQ(c.virtual_stages, 0);
-  EXPECT_EQ(g.to_string(), "schedule=zbv,interleaved-1f1b;virtual_stages=auto,2");
-  auto err = [](const std::string& spec) { return input_error([&] { Grid::parse(spec); }); };
-  EXPECT_EQ(err("v=1;virtual_stages=2"), "--grid: field virtual_stages given twice");
-  EXPECT_EQ(err("v=0"), "--grid: virtual_stages: 0 is out of range 1..1024");
-}
-
 TEST(Sweep, ConflictingBatchFieldsAndUnknownClustersAreErrors) {
   TempDir dir;
   const std::string hw = write_catalog(dir);
@@ -283,57 +222,6 @@ TEST(Sweep, EngineMetricsEqualTheSimulatorsMetrics) {
 // the plan the point makes (v x K stages in the schedule's layout), to the last digit; a point a
 // schedule cannot run (1f1b, zb-h1 or zb-h2 with two chunks a device, zbv with M < 2K - 1) is a
 // row with the reason.
-TEST(Sweep, NewSchedulesRowsEqualSimulateAndRefusalsAreRows) {
-  TempDir dir;
-  const std::string hw = write_catalog(dir);
-  SweepInputs in = inputs(hw, "uniform:layers=8,fwd_ms=1,bwd_ms=2,wgrad_ms=1,act_kb=64");
-  in.base.stages = 2;
-  const Sweep sweep(
-      Grid::parse("schedule=1f1b,interleaved-1f1b,zb-h1,zb-h2,zbv,dualpipev;v=auto,2;chunks=2,4"),
-      in);
-  ASSERT_EQ(sweep.header()[3], "virtual_stages");
-  int simulated = 0, refused = 0;
-  for (int64_t i = 0; i < sweep.size(); ++i) {
-    const PointConfig c = sweep.config(i);
-    const CsvRow row = sweep.row(i);
-    const std::string error = row.back();
-    const std::string where = fmt::format("{} v={} M={}", c.schedule, c.virtual_stages, c.chunks);
-    const bool one_per_device =
-        c.schedule == "1f1b" || c.schedule == "zb-h1" || c.schedule == "zb-h2";
-    if (one_per_device && c.virtual_stages == 2) {
-      EXPECT_NE(error.find("runs one stage per device (--virtual-stages 2"), std::string::npos)
-          << where << ": " << error;
-      ++refused;
-      continue;
-    }
-    if (c.schedule == "zbv" && c.chunks == 2) {
-      EXPECT_EQ(error,
-                "schedule zbv: needs at least 2D - 1 = 3 micro-batches on 2 devices (M = 2)");
-      ++refused;
-      continue;
-    }
-    if (c.schedule == "dualpipev" && c.chunks == 2) {
-      EXPECT_NE(error.find("needs at least 2D = 4"), std::string::npos) << where;
-      ++refused;
-      continue;
-    }
-    ASSERT_EQ(error, "") << where;
-    const Evaluation e = sweep.evaluate(c);
-    ASSERT_TRUE(e.ok()) << where;
-    const int v = c.virtual_stages > 0 ? c.virtual_stages
-                                       : (c.schedule == "zbv" || c.schedule == "dualpipev" ? 2 : 1);
-    EXPECT_EQ(e.plan.num_stages(), 2 * v) << where;
-    EXPECT_EQ(e.plan.devices_per_replica(), 2) << where;
-    const Metrics m = simulate_plan(PlanContext(e.plan, 0)).metrics;
-    const size_t col = csv_column(sweep.header(), "iteration_time_s", "test");
-    EXPECT_EQ(row[col], fmt::format("{}", m.iteration_time_s)) << where;
-    EXPECT_EQ(row[csv_column(sweep.header(), "plan_devices", "test")], "2") << where;
-    ++simulated;
-  }
-  EXPECT_EQ(refused, 3 * 2 + 2 + 2);
-  EXPECT_EQ(simulated, 24 - refused);
-}
-
 // alpha makes every point a whole elastic run (sim/elastic_sim.hpp): alpha = 0 is the no-freeze
 // baseline itself, the baseline does not depend on alpha, and a row carries exactly what the
 // elastic simulator says for the point's configuration.
