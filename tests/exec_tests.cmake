@@ -27,5 +27,6 @@ if(PIPETWIN_SANITIZE MATCHES "thread")
   pipetwin_add_test(exec_tsan_tests
     exec_train_test.cpp
     exec_failure_test.cpp
+    exec_split_backward_test.cpp
     LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)
 endif()

@@ -28,26 +28,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A random chain: every byte term the walk reads is non-zero somewhere.
-Profile random_chain(std::mt19937& rng, int L) {
-  std::uniform_real_distribution<double> kb(1, 64), coin(0, 1);
-  Profile p = test::synthetic(fmt::format("uniform:layers={},act_kb=8", L));
-  p.input_bytes_per_sample = kb(rng) * 1024;
-  for (auto& layer : p.layers) {
-    layer.param_bytes = kb(rng) * 1024 * 16;
-    layer.optimizer_bytes = coin(rng) < 0.5 ? layer.param_bytes : 0;
-    layer.output_bytes_per_sample = kb(rng) * 1024;
-    layer.saved_bytes_per_sample = kb(rng) * 1024;
-    layer.forward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
-    layer.backward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
-  }
-  p.edges.clear();
-  for (int i = 0; i + 1 < L; ++i) {
-    p.edges.push_back({i, i + 1, p.layers[static_cast<size_t>(i)].output_bytes_per_sample});
-  }
-  return p;
-}
-
 // Random sizes of K positive parts summing to L.
 std::vector<int> random_split(std::mt19937& rng, int L, int K) {
   std::vector<int> cuts;
@@ -111,7 +91,7 @@ TEST(StageMemory, EqualsTheMemoryWalkOnChainsForEverySchedule) {
         s.checkpoint = ck;
         s.dp = trial == 5 ? 2 : 1;
         Plan plan = pipetwin::testing::synthetic_plan(s);
-        plan.profile = random_chain(rng, L);
+        plan.profile = test::random_chain(rng, L);
         plan.frozen_layers = trial == 4 ? 1 : 0;
         const auto sizes = random_split(rng, L, K);
         plan.stages.clear();
@@ -139,7 +119,7 @@ TEST(StageMemory, RangeWorkingBytesEqualTheCostModelsWithSkipsAndFrozenLayers) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 20; ++trial) {
     const int L = std::uniform_int_distribution<int>(2, 9)(rng);
-    Profile p = random_chain(rng, L);
+    Profile p = test::random_chain(rng, L);
     for (int i = 0; i + 2 < L; ++i) {
       if (rng() % 3 == 0)
         p.edges.push_back({i, i + 2, p.layers[static_cast<size_t>(i)].output_bytes_per_sample});

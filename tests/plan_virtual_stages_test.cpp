@@ -133,26 +133,6 @@ TEST(VirtualStages, AutoChunksTriesOnlyTheMTheScheduleAccepts) {
             "(schedule zbv: needs at least 2D - 1 = 7 micro-batches on 4 devices (M = 6))");
 }
 
-// A random chain with every byte term non-zero somewhere (as tests/partition_memory_test.cpp).
-Profile random_chain(std::mt19937& rng, int L) {
-  std::uniform_real_distribution<double> kb(1, 64), coin(0, 1);
-  Profile p = test::synthetic(fmt::format("uniform:layers={},act_kb=8", L));
-  p.input_bytes_per_sample = kb(rng) * 1024;
-  for (auto& layer : p.layers) {
-    layer.param_bytes = kb(rng) * 1024 * 16;
-    layer.optimizer_bytes = coin(rng) < 0.5 ? layer.param_bytes : 0;
-    layer.output_bytes_per_sample = kb(rng) * 1024;
-    layer.saved_bytes_per_sample = kb(rng) * 1024;
-    layer.forward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
-    layer.backward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
-  }
-  p.edges.clear();
-  for (int i = 0; i + 1 < L; ++i) {
-    p.edges.push_back({i, i + 1, p.layers[static_cast<size_t>(i)].output_bytes_per_sample});
-  }
-  return p;
-}
-
 // A plan of `schedule` on D devices of v stages each, cut at random.
 Plan random_virtual_plan(std::mt19937& rng, const std::string& schedule, int D, int v, int M) {
   const int S = D * v, L = S + std::uniform_int_distribution<int>(0, 5)(rng);
@@ -162,7 +142,7 @@ Plan random_virtual_plan(std::mt19937& rng, const std::string& schedule, int D, 
   spec.chunks = M;
   spec.micro_batch = std::uniform_int_distribution<int>(1, 2)(rng);
   Plan plan = pipetwin::testing::synthetic_plan(spec);
-  plan.profile = random_chain(rng, L);
+  plan.profile = test::random_chain(rng, L);
   std::vector<int> cuts;  // S - 1 distinct cut points in 1..L-1
   for (int i = 1; i < L; ++i) cuts.push_back(i);
   std::shuffle(cuts.begin(), cuts.end(), rng);

@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/cluster.hpp"
@@ -139,6 +141,27 @@ inline PipelineShape pipeline_shape(int K, int M, int N = 1, int dp = 1,
   s.replicas = dp;
   s.checkpoint = ck;
   return s;
+}
+
+// A random chain of L synthetic layers in which every byte term the memory walk reads (input,
+// parameters, optimizer state, outputs, saved activations, workspaces) is non-zero somewhere.
+inline Profile random_chain(std::mt19937& rng, int L) {
+  std::uniform_real_distribution<double> kb(1, 64), coin(0, 1);
+  Profile p = synthetic(fmt::format("uniform:layers={},act_kb=8", L));
+  p.input_bytes_per_sample = kb(rng) * 1024;
+  for (auto& layer : p.layers) {
+    layer.param_bytes = kb(rng) * 1024 * 16;
+    layer.optimizer_bytes = coin(rng) < 0.5 ? layer.param_bytes : 0;
+    layer.output_bytes_per_sample = kb(rng) * 1024;
+    layer.saved_bytes_per_sample = kb(rng) * 1024;
+    layer.forward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
+    layer.backward_workspace_bytes_per_sample = coin(rng) < 0.5 ? kb(rng) * 1024 : 0;
+  }
+  p.edges.clear();
+  for (int i = 0; i + 1 < L; ++i) {
+    p.edges.push_back({i, i + 1, p.layers[static_cast<size_t>(i)].output_bytes_per_sample});
+  }
+  return p;
 }
 
 // pipeline_shape() on `devices` devices with the stages placed as `schedule` needs (two chunks
