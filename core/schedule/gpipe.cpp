@@ -30,8 +30,7 @@ Schedule make_gpipe(const PipelineShape& shape) {
       for (int s = K - 1; s >= 0; --s) {
         const int i = M - 1 - (k - (K - 1 - s));
         if (i < 0 || i >= M) continue;
-        if (b.recomputes(base + i)) b.recompute(s, base + i);
-        b.backward(s, base + i);
+        b.checkpointed_backward(s, base + i);
       }
     }
     for (int s = 0; s < K; ++s) b.optimizer_step(s, step);

@@ -17,8 +17,7 @@ Schedule make_naive(const PipelineShape& shape) {
       const int mb = step * b.M() + i;
       for (int s = 0; s < b.K(); ++s) b.forward(s, mb);
       for (int s = b.K() - 1; s >= 0; --s) {
-        if (b.recomputes(mb)) b.recompute(s, mb);
-        b.backward(s, mb);
+        b.checkpointed_backward(s, mb);
       }
     }
     for (int s = 0; s < b.K(); ++s) b.optimizer_step(s, step);

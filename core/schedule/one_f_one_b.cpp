@@ -17,10 +17,6 @@ Schedule make_1f1b(const PipelineShape& shape) {
   ScheduleBuilder b("1f1b", shape);
   require_runnable("1f1b", b.shape());
   const int M = b.M(), K = b.K();
-  auto bwd = [&](int s, int mb) {
-    if (b.recomputes(mb)) b.recompute(s, mb);
-    b.backward(s, mb);
-  };
   for (int step = 0; step < b.N(); ++step) {
     const int base = step * M;
     for (int s = 0; s < K; ++s) {
@@ -28,9 +24,9 @@ Schedule make_1f1b(const PipelineShape& shape) {
       for (int i = 0; i < warmup; ++i) b.forward(s, base + i);
       for (int i = warmup; i < M; ++i) {
         b.forward(s, base + i);
-        bwd(s, base + i - warmup);
+        b.checkpointed_backward(s, base + i - warmup);
       }
-      for (int i = M - warmup; i < M; ++i) bwd(s, base + i);
+      for (int i = M - warmup; i < M; ++i) b.checkpointed_backward(s, base + i);
       b.optimizer_step(s, step);
     }
   }
