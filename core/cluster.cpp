@@ -165,7 +165,7 @@ std::vector<std::string> Catalog::cluster_names() const {
 Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
   doc.check_format("pipetwin.cluster", 1);
   doc.allow_only({"format", "version", "name", "description", "device", "nodes", "devices_per_node",
-                  "intra_node_link", "inter_node_link", "relative_speed"});
+                  "intra_node_link", "inter_node_link", "relative_speed", "topology"});
   Cluster c;
   c.name = doc.string("name");
   const JsonView dev = doc.at("device");
@@ -200,6 +200,7 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
     c.inter_node = c.intra_node;
   }
   c.relative_speed = doc.nonneg_or("relative_speed", 0);
+  if (doc.has("topology")) c.topology = topology_from_json(doc.at("topology"), c.devices_per_node);
   return c;
 }
 
@@ -214,6 +215,7 @@ Json cluster_to_json(const Cluster& c) {
   j["intra_node_link"] = link_to_json(c.intra_node);
   j["inter_node_link"] = link_to_json(c.inter_node);
   if (c.relative_speed > 0) j["relative_speed"] = c.relative_speed;
+  if (c.topology) j["topology"] = topology_to_json(*c.topology);
   return j;
 }
 

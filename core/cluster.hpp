@@ -2,7 +2,8 @@
 //
 // A cluster is `nodes` x `devices_per_node` identical devices; devices on one node talk over the
 // intra-node link (PCIe, NVLink, shared memory), devices on different nodes over the inter-node
-// link (InfiniBand, Ethernet). Device and link types come from a catalog (hardware/devices.json,
+// link (InfiniBand, Ethernet); an optional topology says which of those links they share
+// (core/topology.hpp). Device and link types come from a catalog (hardware/devices.json,
 // hardware/links.json); a cluster file names them, or defines one inline.
 //
 // Formats "pipetwin.cluster", "pipetwin.devices", "pipetwin.links" version 1 (JSON).
@@ -12,10 +13,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/json_io.hpp"
+#include "core/topology.hpp"
 
 namespace pipetwin {
 
@@ -60,6 +63,9 @@ struct Cluster {
   // Speed of this cluster's devices relative to the device a profile was measured on; 0 means
   // "derive it" (from peak FLOP/s when both devices are in the catalog, else 1).
   double relative_speed = 0;
+  // What the devices share on their way to each other (core/topology.hpp); none: every transfer
+  // and collective gets its link's whole bandwidth.
+  std::optional<Topology> topology;
 
   int num_devices() const { return nodes * devices_per_node; }
   int node_of(int device) const { return device / devices_per_node; }

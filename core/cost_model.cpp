@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "core/collective.hpp"
 #include "core/error.hpp"
+#include "core/topology.hpp"
 
 namespace pipetwin {
 
@@ -15,7 +17,8 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
     : profile_(std::move(profile)),
       cluster_(cluster),
       options_(options),
-      graph_(ModelGraph::from_profile(profile_)) {
+      graph_(ModelGraph::from_profile(profile_)),
+      links_(topology_links(cluster)) {
   require_positive("compute scale", options_.compute_scale);
   if (options_.frozen_layers < 0 || options_.frozen_layers > profile_.num_layers()) {
     throw InputError(fmt::format("frozen layers must be in 0..{} ({} given)", profile_.num_layers(),
@@ -123,22 +126,16 @@ double CostModel::device_slowdown(int device) const {
 
 double CostModel::transfer_s(double bytes, int a, int b) const {
   if (a == b || bytes <= 0) return 0;
+  if (cluster_.topology) {  // alone on its route: its slowest resource
+    const Route r = route(cluster_, a, b);
+    return r.latency + bytes / slowest_rate(links_, {r});
+  }
   const LinkSpec& link = cluster_.link(a, b);
   return link.latency + bytes / link.bandwidth;
 }
 
 double CostModel::allreduce_s(double bytes, const std::vector<int>& devices) const {
-  const auto n = static_cast<double>(devices.size());
-  if (devices.size() < 2) return 0;
-  double bw = 0, latency = 0;
-  bool first = true;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    const LinkSpec& l = cluster_.link(devices[i], devices[(i + 1) % devices.size()]);
-    if (first || l.bandwidth < bw) bw = l.bandwidth;
-    latency = std::max(latency, l.latency);
-    first = false;
-  }
-  return 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * latency;
+  return allreduce_cost(cluster_, bytes, devices).seconds;
 }
 
 std::vector<Bucket> CostModel::ddp_buckets(const std::vector<int>& layers) const {

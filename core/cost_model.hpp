@@ -6,9 +6,13 @@
 //                      times compute_scale (the target device's speed relative to the profiled
 //                      one). Frozen layers (the first `frozen_layers`) have no backward and no
 //                      optimizer step.
-//   transfer(bytes)    latency + bytes / bandwidth of the link between the two devices.
-//   all-reduce(bytes)  ring: 2(n-1)/n * bytes / bw + 2(n-1) * latency over the slowest link of
-//                      the ring (inter-node as soon as the ring spans nodes).
+//   transfer(bytes)    latency + bytes / bandwidth of the link between the two devices; on a
+//                      cluster with a topology, of the slowest resource on its route
+//                      (core/topology.hpp), and the route's latency.
+//   all-reduce(bytes)  core/collective.hpp: ring: 2(n-1)/n * bytes / bw + 2(n-1) * latency over
+//                      the slowest link of the ring (inter-node as soon as the ring spans nodes);
+//                      with a topology the fastest of ring, tree and hierarchical at the rates
+//                      the shared links leave.
 //   buckets            DDP's: gradients in reverse layer order, first bucket capped at 1 MiB, the
 //                      rest at 25 MiB (PyTorch defaults), a bucket closing once it reaches its cap.
 //   memory terms       per stage: parameters + gradients + optimizer state of active layers,
@@ -174,6 +178,7 @@ class CostModel {
   CostOptions options_;
   ModelGraph graph_;
   std::vector<LayerFits> fits_;
+  std::vector<double> links_;  // the topology's link resources (empty without one)
 };
 
 }  // namespace pipetwin
