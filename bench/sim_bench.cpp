@@ -5,6 +5,9 @@
 //   BM_Simulate_GPipeDP_K8_M32 the whole path: schedule generation, validation, task graph,
 //                              engine, memory walk, timeline and metrics
 //   BM_Engine_1F1B_K4_M16_N8   a longer 1F1B run, for scale
+//   BM_Engine_GPipeDP_K8_M32_Topology  the first case on a cluster with a topology (one NIC per
+//                              node): transfers and all-reduces as flows over shared links
+//                              (sim/network/flow_model.hpp)
 // items_per_second = actions simulated per second.
 #include <benchmark/benchmark.h>
 
@@ -16,7 +19,7 @@
 namespace pipetwin {
 namespace {
 
-Plan bench_plan(const std::string& schedule, int K, int M, int dp) {
+Plan bench_plan(const std::string& schedule, int K, int M, int dp, bool topology = false) {
   Plan p;
   p.model = "uniform:layers=16,fwd_ms=1,bwd_ms=2,act_kb=256,param_kb=65536";
   p.profile = synthetic_profile(ModelSpec::parse(p.model, "bench"));
@@ -29,6 +32,7 @@ Plan bench_plan(const std::string& schedule, int K, int M, int dp) {
   p.cluster.devices_per_node = K;
   p.cluster.intra_node = {"nvlink", "", 300e9, 3e-6};
   p.cluster.inter_node = {"ib", "", 25e9, 5e-6};
+  if (topology) p.cluster.topology = Topology{};
   p.schedule = schedule;
   p.chunks = M;
   p.dp = dp;
@@ -43,8 +47,9 @@ Plan bench_plan(const std::string& schedule, int K, int M, int dp) {
   return p;
 }
 
-void engine_bench(benchmark::State& state, const std::string& schedule, int K, int M, int dp, int N) {
-  const PlanContext ctx(bench_plan(schedule, K, M, dp), N);
+void engine_bench(benchmark::State& state, const std::string& schedule, int K, int M, int dp, int N,
+                  bool topology = false) {
+  const PlanContext ctx(bench_plan(schedule, K, M, dp, topology), N);
   sim::PipelineSimulator sim(ctx, CompiledSchedule(make_schedule(schedule, ctx.shape), schedule));
   std::vector<double> start, end;
   for (auto _ : state) {
@@ -61,6 +66,11 @@ BENCHMARK(BM_Engine_GPipeDP_K8_M32);
 
 void BM_Engine_1F1B_K4_M16_N8(benchmark::State& state) { engine_bench(state, "1f1b", 4, 16, 1, 8); }
 BENCHMARK(BM_Engine_1F1B_K4_M16_N8);
+
+void BM_Engine_GPipeDP_K8_M32_Topology(benchmark::State& state) {
+  engine_bench(state, "gpipe", 8, 32, 4, 1, true);
+}
+BENCHMARK(BM_Engine_GPipeDP_K8_M32_Topology);
 
 void BM_Simulate_GPipeDP_K8_M32(benchmark::State& state) {
   const PlanContext ctx(bench_plan("gpipe", 8, 32, 4), 1);

@@ -9,7 +9,8 @@ namespace pipetwin::sim {
 namespace {
 
 constexpr uint8_t kTaskEnd = 0;
-constexpr uint8_t kEdgeReady = 1;  // id: the dependent task
+constexpr uint8_t kEdgeReady = 1;     // id: the dependent task
+constexpr uint8_t kNetworkCheck = 2;  // a flow may have sent its bytes
 
 }  // namespace
 
@@ -74,6 +75,7 @@ void Engine::reset(const TaskGraph& g, std::vector<double>& start, std::vector<d
     scale_.clear();
   }
   reset_locks(g);
+  reset_network(g);
   if (!g.stream_share.empty()) {
     int shares = 0;
     for (int32_t sh : g.stream_share) shares = std::max(shares, sh + 1);
@@ -141,6 +143,10 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
     const Event e = queue_.pop();
     if (e.kind == kEdgeReady) {
       if (--pending_[static_cast<size_t>(e.id)] == 0) try_start(g, e.id, e.time);
+      continue;
+    }
+    if (e.kind == kNetworkCheck) {
+      if (e.epoch == net_epoch_) network_due(g, e.time);
       continue;
     }
     const auto task = static_cast<size_t>(e.id);
@@ -254,13 +260,92 @@ void Engine::start_task(const TaskGraph& g, int32_t task, double now) {
     rate_[t] = 0;
     running_[static_cast<size_t>(share)].push_back(task);
     reshare(g, share, now);
-  } else {
+  } else if (g.net_flow_begin.empty() || !start_flows(g, t, now)) {
     queue_.push(now + duration, task, kTaskEnd);
   }
   for (int32_t k = g.early_begin[t]; k < g.early_begin[t + 1]; ++k) {
     const double offset = g.early_offset[static_cast<size_t>(k)] * scale;
     queue_.push(now + std::min(offset, duration), g.early_task[static_cast<size_t>(k)], kEdgeReady);
   }
+}
+
+void Engine::reset_network(const TaskGraph& g) {
+  if (g.net_flow_begin.empty()) return;
+  const auto n = static_cast<size_t>(g.num_tasks());
+  if (g.net_flow_begin.size() != n + 1 || g.net_latency.size() != n) {
+    throw std::invalid_argument(
+        fmt::format("network data for {} tasks, {} expected", g.net_latency.size(), n));
+  }
+  bool same = net_.links().size() == g.net_capacity.size();
+  for (size_t l = 0; same && l < g.net_capacity.size(); ++l)
+    same = net_.links()[l].bandwidth == g.net_capacity[l];
+  if (same) {
+    net_.reset();
+  } else {
+    std::vector<network::Link> links;
+    for (double c : g.net_capacity) links.push_back({c, 0});
+    net_ = network::FlowModel(std::move(links));
+  }
+  flow_task_.clear();
+  flows_left_.assign(n, 0);
+  // A member of a rendezvous group ends with the group's member that moves the data.
+  follower_.assign(n, 0);
+  for (size_t grp = 0; grp + 1 < g.group_begin.size(); ++grp) {
+    bool moves = false;
+    for (int32_t k = g.group_begin[grp]; k < g.group_begin[grp + 1]; ++k) {
+      const auto m = static_cast<size_t>(g.group_members[static_cast<size_t>(k)]);
+      moves = moves || g.net_flow_begin[m] < g.net_flow_begin[m + 1];
+    }
+    if (!moves) continue;
+    for (int32_t k = g.group_begin[grp]; k < g.group_begin[grp + 1]; ++k) {
+      const auto m = static_cast<size_t>(g.group_members[static_cast<size_t>(k)]);
+      follower_[m] = g.net_flow_begin[m] == g.net_flow_begin[m + 1];
+    }
+  }
+}
+
+bool Engine::start_flows(const TaskGraph& g, size_t t, double now) {
+  if (follower_[t]) return true;  // its group's mover ends it
+  const int32_t begin = g.net_flow_begin[t], end = g.net_flow_begin[t + 1];
+  if (begin == end) return false;
+  for (int32_t f = begin; f < end; ++f) {
+    const auto fi = static_cast<size_t>(f);
+    const int32_t p = g.flow_path_begin[fi];
+    net_.start(g.flow_bytes[fi], g.flow_path_links.data() + p, g.flow_path_begin[fi + 1] - p, now);
+    flow_task_.push_back(static_cast<int32_t>(t));
+  }
+  flows_left_[t] = end - begin;
+  schedule_network_check();
+  return true;
+}
+
+void Engine::schedule_network_check() {
+  const double next = net_.next_finish();
+  ++net_epoch_;
+  if (net_.active() > 0) queue_.push(next, 0, kNetworkCheck, net_epoch_);
+}
+
+void Engine::network_due(const TaskGraph& g, double now) {
+  done_.clear();
+  net_.finish_due(now, done_);
+  for (int32_t f : done_) {
+    const int32_t task = flow_task_[static_cast<size_t>(f)];
+    const auto t = static_cast<size_t>(task);
+    if (--flows_left_[t] > 0) continue;
+    const double end = now + g.net_latency[t];
+    (*end_)[t] = end;
+    queue_.push(end, task, kTaskEnd);
+    const int32_t grp = g.group[t];
+    if (grp < 0) continue;
+    for (int32_t k = g.group_begin[static_cast<size_t>(grp)];
+         k < g.group_begin[static_cast<size_t>(grp) + 1]; ++k) {
+      const int32_t m = g.group_members[static_cast<size_t>(k)];
+      if (!follower_[static_cast<size_t>(m)]) continue;
+      (*end_)[static_cast<size_t>(m)] = end;
+      queue_.push(end, m, kTaskEnd);
+    }
+  }
+  schedule_network_check();
 }
 
 }  // namespace pipetwin::sim

@@ -30,6 +30,12 @@
 // caches meanwhile); the extra is a function of that wait, given per task, and stretches the
 // task's durations (and its edge offsets) by one factor fixed when it starts.
 //
+// Network (optional): a task may move data as flows over shared links (sim/network/flow_model.hpp:
+// max-min fair sharing, rates recomputed whenever a flow starts or ends). Such a task ends when
+// the last of its flows has sent its bytes, plus its latency; the other members of its
+// rendezvous group (a receive, the other ranks of an all-reduce) end with it. Its `duration`
+// is then unused. Without network data every task takes its duration, as before.
+//
 // Thread-safety: an Engine is not thread-safe; use one per thread. A TaskGraph is immutable once
 // prepared and may be shared by engines on several threads.
 #pragma once
@@ -40,6 +46,7 @@
 #include <vector>
 
 #include "sim/event_queue.hpp"
+#include "sim/network/flow_model.hpp"
 
 namespace pipetwin::sim {
 
@@ -69,6 +76,14 @@ struct TaskGraph {
   // Locks (optional): per task the lock it holds while it runs (-1: none). A task of a rendezvous
   // group holds none. Empty: no locks.
   std::vector<int32_t> lock;
+  // Network (optional): link capacities (bytes/s), per task the flows it moves (CSR into
+  // flow_bytes and the per-flow paths) and the latency it pays once they are sent. Empty
+  // net_flow_begin: no network; else it has num_tasks() + 1 entries.
+  std::vector<double> net_capacity;
+  std::vector<int32_t> net_flow_begin;
+  std::vector<double> net_latency;
+  std::vector<double> flow_bytes;
+  std::vector<int32_t> flow_path_begin{0}, flow_path_links;
 
   int num_tasks() const { return static_cast<int>(duration.size()); }
   // Builds the reverse edges the engine walks; call after filling the graph.
@@ -105,6 +120,12 @@ class Engine {
   void release_lock(const TaskGraph& g, int32_t task, double now);
   // Cold starts: the factor on task t's durations after its stream waited `wait` seconds.
   double cold_scale(const TaskGraph& g, size_t t, double wait) const;
+  // Network: starts a task's flows (or marks it as waiting for its group's), and ends the tasks
+  // whose flows are sent by `now`.
+  void reset_network(const TaskGraph& g);
+  bool start_flows(const TaskGraph& g, size_t t, double now);
+  void network_due(const TaskGraph& g, double now);
+  void schedule_network_check();
   int share_of(const TaskGraph& g, int32_t task) const {
     return g.stream_share.empty()
                ? -1
@@ -130,6 +151,13 @@ class Engine {
   std::vector<int32_t> lock_holder_;
   std::vector<std::vector<int32_t>> lock_waiters_;
   std::vector<uint8_t> lock_queued_;
+  // Network (only when the graph has it): the flows in progress, per flow its task, per task the
+  // flows it still moves and whether it ends with another member of its group; an epoch that
+  // invalidates superseded checks.
+  network::FlowModel net_;
+  std::vector<int32_t> flow_task_, flows_left_, done_;
+  std::vector<uint8_t> follower_;
+  uint32_t net_epoch_ = 0;
   std::vector<double>* start_ = nullptr;
   std::vector<double>* end_ = nullptr;
 };

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "core/collective.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/weight_versions.hpp"
+#include "core/topology.hpp"
 
 namespace pipetwin::sim {
 
@@ -19,6 +21,93 @@ bool step_kinds_differ(const PlanContext& ctx) {
     if (st.optimizer_new_version_s != st.optimizer_s) return true;
   }
   return false;
+}
+
+// A Send's or Recv's copy: its bytes and the cluster devices the data goes from and to.
+struct Copy {
+  double bytes = 0;
+  int from = 0, to = 0;
+};
+
+Copy copy_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
+  const Action& a = schedule.action(id);
+  const auto& sh = schedule.shape();
+  const int dev = schedule.device(id);
+  const int replica = dev / sh.devices_per_replica;
+  const bool act = a.payload == Payload::kActivation;
+  const bool sending = a.op == Op::kSend;
+  const int from = (act == sending) ? a.stage : a.peer_stage;
+  const int to = (act == sending) ? a.peer_stage : a.stage;
+  Copy c;  // bytes of the last edge from -> to
+  for (auto e = sh.edges.rbegin(); e != sh.edges.rend(); ++e) {
+    if (e->from == from && e->to == to) {
+      c.bytes = e->bytes_per_sample * ctx.plan.micro_batch_size();
+      break;
+    }
+  }
+  const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage);
+  const int here = ctx.placement[static_cast<size_t>(dev)];
+  const int there = ctx.placement[static_cast<size_t>(peer)];
+  c.from = act == sending ? here : there;
+  c.to = act == sending ? there : here;
+  return c;
+}
+
+// The cluster devices of an all-reduce (the stage's device in every replica), in ring order.
+std::vector<int> ring_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
+  const auto& sh = schedule.shape();
+  std::vector<int> devices;
+  for (int r = 0; r < sh.replicas; ++r) {
+    devices.push_back(ctx.placement[static_cast<size_t>(r * sh.devices_per_replica +
+                                                        sh.device_of(schedule.action(id).stage))]);
+  }
+  return devices;
+}
+
+double bucket_bytes(const PlanContext& ctx, const Action& a) {
+  const StageCost& st = ctx.stages[static_cast<size_t>(a.stage)];
+  return st.buckets.empty() ? 0 : st.buckets[static_cast<size_t>(a.bucket)].bytes;
+}
+
+// On a cluster with a topology, copies and all-reduces move their bytes as flows over the shared
+// links (engine.hpp "Network"): a copy is one flow along its route (core/topology.hpp), moved by
+// the Send; an all-reduce is its ring's messages, one flow per ring edge, moved by the group's
+// first member and sized so that alone they take the algorithm's time (core/collective.hpp).
+void add_flows(TaskGraph& g, double bytes, const Route& r) {
+  g.flow_bytes.push_back(bytes);
+  g.flow_path_links.insert(g.flow_path_links.end(), r.links.begin(), r.links.end());
+  g.flow_path_begin.push_back(static_cast<int32_t>(g.flow_path_links.size()));
+}
+
+void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, TaskGraph& g) {
+  const Cluster& cluster = ctx.plan.cluster;
+  g.net_capacity = topology_links(cluster);
+  const auto n = static_cast<size_t>(schedule.num_actions());
+  g.net_flow_begin.assign(1, 0);
+  g.net_latency.assign(n, 0);
+  for (int id = 0; id < schedule.num_actions(); ++id) {
+    const Action& a = schedule.action(id);
+    if (a.op == Op::kSend) {
+      const Copy c = copy_of(ctx, schedule, id);
+      if (c.bytes > 0 && c.from != c.to) {
+        const Route r = route(cluster, c.from, c.to);
+        add_flows(g, c.bytes, r);
+        g.net_latency[static_cast<size_t>(id)] = r.latency;
+      }
+    } else if (a.op == Op::kAllReduce && schedule.group_members(schedule.group(id))[0] == id) {
+      const std::vector<int> ring = ring_of(ctx, schedule, id);
+      if (ring.size() > 1) {
+        const AllReduceCost cost = allreduce_cost(cluster, bucket_bytes(ctx, a), ring);
+        std::vector<Route> routes;
+        for (size_t i = 0; i < ring.size(); ++i)
+          routes.push_back(route(cluster, ring[i], ring[(i + 1) % ring.size()]));
+        const double alone = slowest_rate(g.net_capacity, routes);
+        for (const Route& r : routes) add_flows(g, (cost.seconds - cost.latency) * alone, r);
+        g.net_latency[static_cast<size_t>(id)] = cost.latency;
+      }
+    }
+    g.net_flow_begin.push_back(static_cast<int32_t>(g.flow_bytes.size()));
+  }
 }
 
 }  // namespace
@@ -77,6 +166,7 @@ PipelineSimulator::PipelineSimulator(const PlanContext& context, CompiledSchedul
     tasks_.group_begin.push_back(static_cast<int32_t>(tasks_.group_members.size()));
   }
   share_compute();
+  if (ctx_.plan.cluster.topology) route_network(ctx_, schedule_, tasks_);
   tasks_.prepare();
 }
 
@@ -164,10 +254,7 @@ double PipelineSimulator::shared_duration(int id) const {
 
 double PipelineSimulator::duration(int id) const {
   const Action& a = schedule_.action(id);
-  const auto& sh = schedule_.shape();
   const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
-  const int dev = schedule_.device(id);
-  const int replica = dev / sh.devices_per_replica;
   switch (a.op) {
     case Op::kForward:
       return slowdown(id) * st.forward_s;
@@ -183,30 +270,11 @@ double PipelineSimulator::duration(int id) const {
       return slowdown(id) * (new_version_step(id) ? st.optimizer_new_version_s : st.optimizer_s);
     case Op::kSend:
     case Op::kRecv: {
-      const bool act = a.payload == Payload::kActivation;
-      const bool sending = a.op == Op::kSend;
-      const int from = (act == sending) ? a.stage : a.peer_stage;
-      const int to = (act == sending) ? a.peer_stage : a.stage;
-      double bytes = 0;  // of the last edge from -> to
-      for (auto e = sh.edges.rbegin(); e != sh.edges.rend(); ++e) {
-        if (e->from == from && e->to == to) {
-          bytes = e->bytes_per_sample * ctx_.plan.micro_batch_size();
-          break;
-        }
-      }
-      const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage);
-      return ctx_.cost.transfer_s(bytes, ctx_.placement[static_cast<size_t>(dev)],
-                                  ctx_.placement[static_cast<size_t>(peer)]);
+      const Copy c = copy_of(ctx_, schedule_, id);
+      return ctx_.cost.transfer_s(c.bytes, c.from, c.to);
     }
-    case Op::kAllReduce: {
-      std::vector<int> devices;
-      for (int r = 0; r < sh.replicas; ++r) {
-        devices.push_back(ctx_.placement[static_cast<size_t>(r * sh.devices_per_replica +
-                                                             sh.device_of(a.stage))]);
-      }
-      const double bytes = st.buckets.empty() ? 0 : st.buckets[static_cast<size_t>(a.bucket)].bytes;
-      return ctx_.cost.allreduce_s(bytes, devices);
-    }
+    case Op::kAllReduce:
+      return ctx_.cost.allreduce_s(bucket_bytes(ctx_, a), ring_of(ctx_, schedule_, id));
   }
   return 0;
 }
