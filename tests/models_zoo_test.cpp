@@ -132,6 +132,7 @@ TEST(ModelsZoo, EveryPresetRunsAtTestSize) {
 const std::vector<std::string>& small_models() {
   static const std::vector<std::string> names = {
       "mlp:layers=2,width=16",
+      "mlp:layers=3,width=16,skip=1",
       "resnet20:norm=group,image=8",
       "vit:test,image=8,patch=2",
       "vit:test,image=8,patch=2,channels=1,dropout=0.1",
@@ -154,8 +155,18 @@ TEST(ModelsZoo, LayersInSequenceEqualTheWholeModel) {
       for (auto& layer : m.layers) y = layer.module.forward(y);
       EXPECT_TRUE(y.equal(whole)) << name;
     }
-    // Two stages cut where no skip crosses (U-Net: before the encoder's first skip source).
-    const size_t cut = m.has_skips() ? 1 : m.layers.size() / 2;
+    // Two stages cut where no skip crosses (U-Net: before the encoder's first skip source; the
+    // skip MLP's head reads fc0, so no cut is free of it).
+    const auto sources = m.skip_sources();
+    size_t cut = m.layers.size() / 2;
+    auto crosses = [&](size_t c) {
+      for (size_t l = c; l < sources.size(); ++l) {
+        if (sources[l] >= 0 && static_cast<size_t>(sources[l]) < c) return true;
+      }
+      return false;
+    };
+    for (size_t c = 1; crosses(cut) && c < m.layers.size(); ++c) cut = c;
+    if (crosses(cut)) continue;
     const auto staged = m.forward_range(m.forward_range(x, 0, cut), cut, m.layers.size());
     EXPECT_TRUE(staged.equal(whole)) << name;
   }
@@ -289,7 +300,7 @@ TEST(ModelsZoo, EveryPresetIsBuiltAsItsDescriptorSaysLayerForLayer) {
        {"vit:test,layers=3,hidden=64,dropout=0.1", "bert:tiny,layers=1,seq=8,dropout=0.1",
         "gpt2:tiny,layers=3,dim=32,vocab=40,seq=6,ctx=8", "resnet:depth=14,norm=group,image=8",
         "resnet:50,width=4,image=64,classes=3", "unet:B=3,C=4,image=64,norm=group,out=2",
-        "mlp:layers=0", "mlp:layers=3,width=16,input=5"}) {
+        "mlp:layers=0", "mlp:layers=3,width=16,input=5", "mlp:layers=3,width=16,skip=1"}) {
     expect_built_as_described(name);
   }
 }

@@ -244,6 +244,27 @@ TEST(ZooEdges, UnetSkipsJumpFromEncoderToDecoder) {
   EXPECT_EQ(m.num_layers(), 11 * 3 + 1);
 }
 
+// mlp:skip=1, the model python/pipetwin_trace.py's SkipMLP is: the head reads fc0's output too
+// and keeps the sum its Linear reads.
+TEST(ZooEdges, SkipMlpHeadReadsFc0) {
+  const ZooModel plain = describe_model("mlp:layers=3,width=16");
+  const ZooModel m = describe_model("mlp:layers=3,width=16,skip=1");
+  ASSERT_EQ(m.num_layers(), 4);
+  std::vector<std::pair<int, int>> ends;
+  for (const auto& e : m.edges) {
+    ends.emplace_back(e.from, e.to);
+    EXPECT_EQ(e.elems, 16);
+  }
+  EXPECT_EQ(ends, (std::vector<std::pair<int, int>>{{0, 1}, {0, 3}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(m.layers[3].saved_elems, plain.layers[3].saved_elems + 16);
+  EXPECT_EQ(m.parameters(), plain.parameters());
+  EXPECT_TRUE(plain.edges.empty());
+  EXPECT_THAT(input_error([] { describe_model("mlp:layers=1,skip=1", "--model"); }),
+              HasSubstr("--model: mlp: skip=1 needs at least 2 layers"));
+  EXPECT_THAT(input_error([] { describe_model("mlp:skip=2", "--model"); }),
+              HasSubstr("--model: mlp: skip must be 0 or 1 (2 given)"));
+}
+
 TEST(ZooEdges, EveryDescriptorIsAValidGraph) {
   for (const auto& name : zoo_names()) {
     SCOPED_TRACE(name);

@@ -75,6 +75,7 @@ struct MlpConfig {
   int64_t width = 256;
   int64_t input = 64;
   int64_t classes = 10;
+  bool skip = false;  // the head reads fc0's output too: Linear(x + fc0's output)
 };
 
 inline constexpr int64_t kResNetGroups = 8;  // GroupNorm groups of resnet:norm=group

@@ -11,13 +11,17 @@
 // v1.5), global average pool and Linear(2048 -> classes) ("head"). Options image= (224),
 // classes= (1000), width= (64: the stem's channels and stage 1's bottleneck width; the other
 // widths scale with it, so width=8 is a test size). 25.6M / 44.5M / 60.2M parameters.
-// MLP: `mlp[:layers=4,width=256,input=64,classes=10]`: "fc{i}" Linear + ReLU
-// (kind "linear") and "head" Linear (kind "head").
+// MLP: `mlp[:layers=4,width=256,input=64,classes=10,skip=0]`: "fc{i}" Linear + ReLU
+// (kind "linear") and "head" Linear (kind "head"); with skip=1 (layers >= 2) the head takes a
+// skip connection from fc0 and applies its Linear to the sum of its two inputs (the model
+// python/pipetwin_trace.py's SkipMLP is).
 //
 // Saved elements follow LibTorch autograd: BatchNorm keeps its input (the conv output), ReLU
 // its output; per-micro-batch BatchNorm statistics are left out (they do not scale with b).
 //
 // Thread-safety: pure functions.
+#include <algorithm>
+
 #include "core/zoo/families.hpp"
 
 namespace pipetwin::zoo {
@@ -180,12 +184,23 @@ ZooModel describe_resnet(const ResNetConfig& c) {
 
 MlpConfig mlp_config(const ModelSpec& spec) {
   reject_presets(spec);
-  spec.allow_only({"layers", "width", "input", "classes"});
+  spec.allow_only({"layers", "width", "input", "classes", "skip"});
   MlpConfig c;
   c.layers = int_option(spec, "layers", c.layers, 0);
   c.width = int_option(spec, "width", c.width);
   c.input = int_option(spec, "input", c.input);
   c.classes = int_option(spec, "classes", c.classes);
+  const int64_t skip = int_option(spec, "skip", 0, 0);
+  if (skip > 1) {
+    throw InputError(fmt::format("{}: mlp: skip must be 0 or 1 ({} given)", spec.origin, skip));
+  }
+  c.skip = skip == 1;
+  if (c.skip && c.layers < 2) {
+    throw InputError(
+        fmt::format("{}: mlp: skip=1 needs at least 2 layers, so that fc0 is not the "
+                    "head's predecessor ({} given)",
+                    spec.origin, c.layers));
+  }
   return c;
 }
 
@@ -206,7 +221,16 @@ ZooModel describe_mlp(const MlpConfig& c) {
   head.params = in * c.classes + c.classes;
   head.flops = 2.0 * d(in * c.classes);
   head.saved = d(c.classes);
+  if (c.skip) head.saved += d(c.width);  // the sum, the Linear's input
   m.layers.push_back(make_layer("head", "head", head, d(in), d(c.classes)));
+  if (c.skip) {
+    for (int l = 0; l + 1 < m.num_layers(); ++l)
+      m.edges.push_back({l, l + 1, m.layers[static_cast<size_t>(l)].output_elems, false});
+    m.edges.push_back({0, m.num_layers() - 1, d(c.width), false});
+    std::sort(m.edges.begin(), m.edges.end(), [](const ZooEdge& a, const ZooEdge& b) {
+      return a.from != b.from ? a.from < b.from : a.to < b.to;
+    });
+  }
   return m;
 }
 
