@@ -35,7 +35,9 @@ std::string JsonView::child_path(std::string_view key) const {
   return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
 }
 
-std::string JsonView::child_path(size_t index) const { return fmt::format("{}[{}]", path_, index); }
+std::string JsonView::child_path(size_t index) const {
+  return fmt::format("{}[{}]", path_, index);
+}
 
 std::string JsonView::describe() const {
   std::string text = node_->dump();
@@ -189,8 +191,8 @@ int JsonView::check_format(std::string_view format, int max_version) const {
   }
   const int64_t version = at("version").as_int();
   if (version < 1 || version > max_version) {
-    at("version").fail(fmt::format("unsupported version {} (this pipetwin reads 1..{})", version,
-                                   max_version));
+    at("version").fail(
+        fmt::format("unsupported version {} (this pipetwin reads 1..{})", version, max_version));
   }
   return static_cast<int>(version);
 }
@@ -202,12 +204,17 @@ void JsonView::allow_only(std::initializer_list<std::string_view> allowed) const
     if (!ok) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      JsonView(*node_, origin_, child_path(key)).fail(fmt::format("unknown field (known: {})", list));
+      JsonView(*node_, origin_, child_path(key))
+          .fail(fmt::format("unknown field (known: {})", list));
     }
   }
 }
 
 Json load_json_file(const std::string& path) {
+  return parse_json_text(read_file_bytes(path), path);
+}
+
+std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   // A folder opens fine but reads nothing: say so rather than "not valid JSON".
@@ -217,7 +224,7 @@ Json load_json_file(const std::string& path) {
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), path);
+  return buffer.str();
 }
 
 Json parse_json_text(std::string_view text, const std::string& origin) {
@@ -249,7 +256,8 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmpl = (dir / fmt::format(".{}.tmp.XXXXXX", target.filename().string())).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) {
-    throw InputError(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
+    throw InputError(
+        fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
   }
   auto fail = [&](const char* what) {
     const int err = errno;
@@ -285,6 +293,8 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   }
 }
 
-std::string dump_json(const Json& doc) { return doc.dump(2) + "\n"; }
+std::string dump_json(const Json& doc) {
+  return doc.dump(2) + "\n";
+}
 
 }  // namespace pipetwin

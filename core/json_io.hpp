@@ -36,10 +36,10 @@ class JsonView {
   bool has(std::string_view key) const;
   JsonView at(std::string_view key) const;  // required member of an object
   std::optional<JsonView> find(std::string_view key) const;
-  JsonView at(size_t index) const;           // element of an array
-  size_t size() const;                       // requires an array
-  std::vector<JsonView> items() const;       // elements of an array
-  std::vector<std::string> keys() const;     // members of an object, in order
+  JsonView at(size_t index) const;        // element of an array
+  size_t size() const;                    // requires an array
+  std::vector<JsonView> items() const;    // elements of an array
+  std::vector<std::string> keys() const;  // members of an object, in order
 
   // Typed access to this node.
   double as_number() const;
@@ -84,6 +84,9 @@ class JsonView {
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError naming the
 // file (and the line and column of a syntax error).
 Json load_json_file(const std::string& path);
+// The bytes of a file; one that cannot be opened (or is a folder) is an InputError
+// "<path>: cannot open: <reason>".
+std::string read_file_bytes(const std::string& path);
 // Parses JSON text; a syntax error is an InputError "<origin>:<line>:<column>: not valid JSON".
 Json parse_json_text(std::string_view text, const std::string& origin);
 

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/json_io.hpp"
+#include "core/trace_import/gzip.hpp"
 
 namespace pipetwin::trace_import {
 
@@ -238,7 +240,10 @@ KinetoTrace parse_kineto_trace(const Json& doc, const std::string& origin) {
 }
 
 KinetoTrace load_kineto_trace(const std::string& path) {
-  const Json doc = load_json_file(path);
+  const std::string bytes = read_file_bytes(path);
+  // A gzipped trace (torch.profiler's use_gzip=True: "*.pt.trace.json.gz") reads as it is.
+  const Json doc =
+      is_gzip(bytes) ? parse_json_text(gunzip(bytes, path), path) : parse_json_text(bytes, path);
   return parse_kineto_trace(doc, path);
 }
 
