@@ -2,7 +2,8 @@
 // (core/trace_import/import.hpp; docs/import-trace.md).
 //
 //   pipetwin import-trace TRACE.json [TRACE2.json ...] [--layers children|depth=N|a,b,c]
-//                         [--micro-batch 1,2,4] [--device NAME] [--model NAME] -o PROFILE.json
+//                         [--micro-batch 1,2,4] [--device NAME] [--model NAME]
+//                         [--loss last|unattributed] -o PROFILE.json
 //
 // One trace per micro-batch size (python/pipetwin_trace.py records them). It prints each layer's
 // times at the largest size and, per trace, the share of the step time no layer could be given,
@@ -23,7 +24,7 @@ namespace {
 
 struct ImportTraceArgs {
   std::vector<std::string> traces;
-  std::string layers = "children", output, device, model, catalog;
+  std::string layers = "children", output, device, model, catalog, loss = "last";
   std::vector<int> micro_batches;
   bool quiet = false;
 };
@@ -67,6 +68,9 @@ void run_import_trace(const ImportTraceArgs& a) {
   trace_import::ImportOptions o;
   o.layers = trace_import::LayerSelection::parse(a.layers);
   o.micro_batches = a.micro_batches;
+  if (a.loss != "last" && a.loss != "unattributed")
+    throw InputError(fmt::format("--loss: last or unattributed (\"{}\" given)", a.loss));
+  o.loss_to_last_layer = a.loss == "last";
   for (int b : o.micro_batches) {
     if (b < 1) throw InputError(fmt::format("--micro-batch: sizes must be positive ({} given)", b));
   }
@@ -105,6 +109,10 @@ void add_import_trace_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "catalog device measured on (default: cpu-core, or the trace's GPU)");
   cmd->add_option("--model", args->model, "model name (default: the trace's, or the file name)");
+  cmd->add_option("--loss", args->loss,
+                  "the loss's forward and backward: last (in the last layer's times, as pipetwin "
+                  "profile counts them) or unattributed")
+      ->capture_default_str();
   cmd->add_option("--catalog", args->catalog, "hardware catalog folder");
   cmd->add_option("-o,--output", args->output, "write the profile JSON here")->required();
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing");

@@ -232,8 +232,10 @@ def _export(prof, path, metadata):
 
 
 def _train_step(model, inputs, targets, loss_fn, optimizers, on_cuda):
+    # Gradients are zeroed in place and accumulated into, as `pipetwin profile` and the executor
+    # keep them (torch 2.x's default would free them and make every backward allocate anew).
     for _, opt in optimizers:
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=False)
     loss_fn(_forward(model, inputs), targets).backward()
     with record_function(OPTIMIZER):
         for name, opt in optimizers:
@@ -319,19 +321,31 @@ def mlp(layers=4, width=256, inputs=64, classes=10):
     return nn.Sequential(blocks)
 
 
+class SkipHead(nn.Module):
+    """Linear(x + skip): a layer with two inputs."""
+
+    def __init__(self, width, classes):
+        super().__init__()
+        self.fc = nn.Linear(width, classes)
+
+    def forward(self, x, skip):
+        return self.fc(x + skip)
+
+
 class SkipMLP(nn.Module):
-    """Three Linear + ReLU blocks and a head that reads the first block's output too."""
+    """Three Linear + ReLU blocks and a head that reads the first block's output too: pipetwin's
+    zoo `mlp:layers=3,skip=1` (core/zoo/convnets.cpp)."""
 
     def __init__(self, width=256, inputs=64, classes=10):
         super().__init__()
         self.fc0 = nn.Sequential(nn.Linear(inputs, width), nn.ReLU())
         self.fc1 = nn.Sequential(nn.Linear(width, width), nn.ReLU())
         self.fc2 = nn.Sequential(nn.Linear(width, width), nn.ReLU())
-        self.head = nn.Linear(width, classes)
+        self.head = SkipHead(width, classes)
 
     def forward(self, x):
         a = self.fc0(x)
-        return self.head(self.fc2(self.fc1(a)) + a)
+        return self.head(self.fc2(self.fc1(a)), a)
 
 
 def main(argv=None):
@@ -339,6 +353,8 @@ def main(argv=None):
     ap.add_argument("--model", choices=["mlp", "skip"], default="mlp")
     ap.add_argument("--layers", type=int, default=4, help="hidden layers of the mlp")
     ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--inputs", type=int, default=64, help="input features")
+    ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--micro-batches", default="1,2,4,8")
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (pipetwin: 1)")
@@ -347,9 +363,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
-    model = mlp(a.layers, a.width) if a.model == "mlp" else SkipMLP(a.width)
+    model = (mlp(a.layers, a.width, a.inputs, a.classes) if a.model == "mlp"
+             else SkipMLP(a.width, a.inputs, a.classes))
     sizes = [int(b) for b in a.micro_batches.split(",")]
-    paths = record(model, lambda b: (torch.randn(b, 64), torch.randint(0, 10, (b,))),
+    paths = record(model, lambda b: (torch.randn(b, a.inputs), torch.randint(0, a.classes, (b,))),
                    nn.CrossEntropyLoss(), micro_batches=sizes, steps=a.steps, out_dir=a.out_dir,
                    name=a.model, per_layer_optimizer=a.per_layer_optimizer)
     print("\n".join(paths))

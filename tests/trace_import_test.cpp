@@ -1,5 +1,6 @@
 // import-trace on hand-made Kineto traces (tests/data/traces/make_fixtures.py writes them; its
 // durations are chosen so that every figure below can be worked out by hand).
+#include <map>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -16,7 +17,16 @@ Json fixture(const std::string& name) {
   return load_json_file(test::source_dir() + "/tests/data/traces/" + name);
 }
 
-ImportResult import_one(const Json& doc, const std::string& origin, ImportOptions o = {}) {
+// The hand-worked figures below leave the loss unattributed (--loss unattributed); the test
+// TheLossGoesToTheLastLayerByDefault works out the default from the same fixtures.
+ImportOptions loss_apart() {
+  ImportOptions o;
+  o.loss_to_last_layer = false;
+  return o;
+}
+
+ImportResult import_one(const Json& doc, const std::string& origin,
+                        ImportOptions o = loss_apart()) {
   return import_traces({parse_kineto_trace(doc, origin)}, o);
 }
 
@@ -122,6 +132,59 @@ TEST(TraceImport, WithoutMetadataBytesComeFromTheRecordedShapes) {
   EXPECT_FALSE(r.traces[0].bytes_from_metadata);
 }
 
+// The default, --loss last: what runs after the head's range and before the first backward op
+// (cpu-skip: cross_entropy_loss 15, ones_like 3; gpu-two: mse_loss's kernel 3), and the backward
+// ops of its operators (NllLossBackward0 5, LogSoftmaxBackward0 4; MseLossBackward0 2), join the
+// last layer; the skip's add, which runs before the head, stays unattributed.
+TEST(TraceImport, TheLossGoesToTheLastLayerByDefault) {
+  const ImportResult r = import_one(fixture("cpu-skip.trace.json"), "c.json", ImportOptions{});
+  const LayerTiming& head = r.profile.layers[2].timings[0];
+  EXPECT_NEAR(head.forward_s, (21 + 18) * us, 1e-12);                     // per step 38/40/39
+  EXPECT_NEAR(head.backward_s, (31 + 9) * us, 1e-12);                     // per step 39/41/40
+  EXPECT_NEAR(r.profile.layers[1].timings[0].forward_s, 40 * us, 1e-12);  // unchanged
+  const TraceReport& t = r.traces[0];
+  EXPECT_EQ(t.backward_attributed, 3 * 16);  // all but the add's
+  EXPECT_NEAR(t.loss_s, 18 * us, 1e-12);
+  EXPECT_NEAR(t.unattributed_s, 89 * us, 1e-12);  // 103, 89, 85 per step
+  EXPECT_NEAR(t.unattributed_share, 89.0 / 400, 1e-9);
+  EXPECT_EQ(part(t, "aten::cross_entropy_loss"), -1);
+  EXPECT_EQ(part(t, "NllLossBackward0"), -1);
+  EXPECT_NEAR(part(t, "aten::add"), 5 * us, 1e-12);
+  EXPECT_NEAR(part(t, "AddBackward0"), 3 * us, 1e-12);
+  EXPECT_NE(r.profile.notes.find("the loss (forward and backward): in the last layer's times"),
+            std::string::npos)
+      << r.profile.notes;
+  const ImportResult g = import_one(fixture("gpu-two.trace.json"), "g.json", ImportOptions{});
+  EXPECT_NEAR(g.profile.layers[1].timings[0].forward_s, (25 + 3) * us, 1e-12);
+  EXPECT_NEAR(g.profile.layers[1].timings[0].backward_s, (31 + 2) * us, 1e-12);
+  EXPECT_NEAR(g.traces[0].unattributed_s, 4 * us, 1e-12);  // the kernel with no launch record
+}
+
+// A node's own event ("TBackward0" inside "evaluate_function: TBackward0") that whole-microsecond
+// timestamps put at its wrapper's end, outside it, is still the node's, not a forward operator
+// whose sequence number would take the node away from its layer.
+TEST(TraceImport, NodeEventsAtTheirWrappersEndStayBackward) {
+  Json doc = fixture("cpu-skip.trace.json");
+  std::map<double, double> wrapper_end;  // start -> end of "evaluate_function: TBackward0"
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("name", "") == "autograd::engine::evaluate_function: TBackward0")
+      wrapper_end[e["ts"].get<double>()] = e["ts"].get<double>() + e["dur"].get<double>();
+  }
+  int moved = 0;
+  for (auto& e : doc["traceEvents"]) {
+    if (e.value("name", "") != "TBackward0") continue;
+    const auto it = wrapper_end.find(e["ts"].get<double>());
+    ASSERT_NE(it, wrapper_end.end());
+    e["ts"] = it->second;
+    e["dur"] = 0;
+    ++moved;
+  }
+  ASSERT_EQ(moved, 4 * 3);  // three layers' TBackward0 in each of the four steps
+  const ImportResult r = import_one(doc, "moved.json");
+  EXPECT_EQ(r.traces[0].backward_attributed, 3 * 14);
+  EXPECT_NEAR(r.profile.layers[2].timings[0].backward_s, 31 * us, 1e-12);
+}
+
 // gpu-two, per measured step (device time, us): l0's kernel 10/12; l1's 20 by correlation + 5 by
 // External id; the loss 3; backward: MseLoss 2, l1 30 + AccumulateGrad 1, l0 15/17; optimizer 8;
 // one kernel with no launch record 4. Steps 98 and 102, unattributed 9 of each.
@@ -145,7 +208,7 @@ TEST(TraceImport, GpuTraceCountsKernelTimeThroughCorrelationIds) {
   EXPECT_NEAR(part(t, "(device work with no launch record)"), 4 * us, 1e-12);
   EXPECT_NEAR(part(t, "aten::mse_loss"), 3 * us, 1e-12);
   EXPECT_NEAR(part(t, "MseLossBackward0"), 2 * us, 1e-12);
-  ImportOptions o;
+  ImportOptions o = loss_apart();
   o.device = "a100-80gb";  // --device wins over the trace's name
   EXPECT_EQ(import_one(fixture("gpu-two.trace.json"), "g.json", o).profile.device, "a100-80gb");
 }
@@ -158,7 +221,7 @@ void rename(Json& doc, const std::string& from, const std::string& to) {
 }
 
 TEST(TraceImport, LayersByExplicitNamesAndPlainRanges) {
-  ImportOptions o;
+  ImportOptions o = loss_apart();
   o.layers = LayerSelection::parse("embed,head");
   const ImportResult two = import_one(fixture("cpu-skip.trace.json"), "a.json", o);
   ASSERT_EQ(two.profile.num_layers(), 2);
@@ -201,7 +264,7 @@ Json scaled(double k, int micro_batch) {
 TEST(TraceImport, OneTimingRowPerTraceInMicroBatchOrder) {
   const std::vector<KinetoTrace> traces = {parse_kineto_trace(scaled(2, 8), "b8.json"),
                                            parse_kineto_trace(scaled(1, 4), "b4.json")};
-  const ImportResult r = import_traces(traces, {});
+  const ImportResult r = import_traces(traces, loss_apart());
   const LayerProfile& block = r.profile.layers[1];
   ASSERT_EQ(block.timings.size(), 2u);
   EXPECT_EQ(block.timings[0].micro_batch, 4);
@@ -242,7 +305,7 @@ TEST(TraceImport, PerLayerOptimizerRangesWinOverTheSplit) {
   EXPECT_NEAR(r.traces[0].unattributed_s, 133 * us, 1e-12);
   EXPECT_NE(r.profile.notes.find("per-layer ranges"), std::string::npos);
   // Ranges of layers not selected do not split: the parameter bytes do (52 us x 160 / 232).
-  ImportOptions o;
+  ImportOptions o = loss_apart();
   o.layers = LayerSelection::parse("embed,head");
   const ImportResult two = import_one(doc, "opt.json", o);
   EXPECT_NEAR(two.profile.layers[0].optimizer_step_s, 52 * us * 160 / 232, 1e-12);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,14 +24,15 @@ constexpr const char* kUnlinked = "(device work with no launch record)";
 
 class Attribution {
  public:
-  Attribution(const KinetoTrace& t, const LayerSelection& s)
-      : t_(t), ev_(t.events), sel_(s), n_(t.events.size()) {}
+  Attribution(const KinetoTrace& t, const LayerSelection& s, bool loss_to_last)
+      : t_(t), ev_(t.events), sel_(s), n_(t.events.size()), loss_to_last_(loss_to_last) {}
 
   TraceMeasure run() {
     find_steps();
     select_layers();
     order_layers();
     m_.device_time = t_.has_device_events();
+    m_.loss_to_last_layer = loss_to_last_;
     m_.steps.assign(m_.measured_steps.size(), StepMeasure{});
     for (StepMeasure& sm : m_.steps) {
       sm.forward_s.assign(m_.layers.size(), 0);
@@ -39,6 +41,7 @@ class Attribution {
     }
     compute_costs();
     attribute_forward_and_optimizer();
+    attribute_loss();
     attribute_backward();
     account_unattributed();
     return std::move(m_);
@@ -70,6 +73,7 @@ class Attribution {
   void compute_costs();
   void attribute_forward_and_optimizer();
   int optimizer_layer(size_t i) const;
+  void attribute_loss();
   void map_sequences();
   void attribute_backward();
   void account_unattributed();
@@ -79,7 +83,9 @@ class Attribution {
   const std::vector<TraceEvent>& ev_;
   const LayerSelection& sel_;
   const size_t n_;
+  const bool loss_to_last_;
   TraceMeasure m_;
+  std::vector<char> in_loss_;       // per event: the loss's (attribute_loss)
   std::vector<int> step_of_;        // per event: measured step index, kWarmUp or kNone
   std::vector<int> range_name_;     // per event: name id if a selected layer range, else kNone
   std::vector<int> enclosing_;      // per event: name id of the selected range around it
@@ -298,20 +304,69 @@ void Attribution::attribute_forward_and_optimizer() {
   }
 }
 
+// The loss (attribute.hpp): per measured step, the host events after the last layer's ranges end
+// and before the step's first backward op starts, outside every layer range and not already
+// accounted (the optimizer's), with everything inside them.
+void Attribution::attribute_loss() {
+  const size_t steps = m_.steps.size();
+  const int last = static_cast<int>(m_.layers.size()) - 1;
+  std::vector<double> last_end(steps, -1e300), first_backward(steps, 1e300);
+  for (size_t i = 0; i < n_; ++i) {
+    const int s = step_of_[i];
+    if (s < 0 || !host(i)) continue;
+    if (range_name_[i] != kNone && layer_of_name_[size_t(range_name_[i])] == last)
+      last_end[size_t(s)] = std::max(last_end[size_t(s)], ev_[i].end_us());
+    if (starts_with(ev_[i].name, kBackwardPrefix))
+      first_backward[size_t(s)] = std::min(first_backward[size_t(s)], ev_[i].ts_us);
+  }
+  in_loss_.assign(n_, 0);
+  for (size_t i = 0; i < n_; ++i) {  // parents come before their children
+    const int s = step_of_[i], p = parent(i);
+    if (s < 0 || !host(i) || accounted_[i] || enclosing_[i] != kNone) continue;
+    if (p >= 0 && in_loss_[size_t(p)]) {
+      in_loss_[i] = 1;
+      continue;
+    }
+    const bool outermost = p == kNone || p == m_.measured_steps[size_t(s)];
+    if (!outermost || ev_[i].ts_us < last_end[size_t(s)] ||
+        ev_[i].ts_us >= first_backward[size_t(s)])
+      continue;
+    in_loss_[i] = 1;
+    StepMeasure& sm = m_.steps[size_t(s)];
+    sm.loss_s += cost_[i];
+    if (loss_to_last_) {
+      sm.forward_s[size_t(last)] += cost_[i];
+      accounted_[i] = 1;
+    }
+  }
+}
+
 // The forward operator of a sequence number is the latest one recorded with it: an operator
 // records the number the next autograd node will get (at::sequence_number::peek()), so operators
 // that make no node (zero_grad's, the optimizer's) share it with the next one that does.
+// The node's own event inside "evaluate_function: <Node>" ("AddBackward0") carries the node's
+// number too; it is not a forward operator even where a trace's whole-microsecond timestamps put
+// it at its wrapper's end, outside it (python/pipetwin_trace.py's legacy export), so nodes are
+// also known by name.
 void Attribution::map_sequences() {
+  std::unordered_set<std::string_view> nodes;
+  for (size_t i = 0; i < n_; ++i) {
+    if (host(i) && starts_with(ev_[i].name, kBackwardPrefix))
+      nodes.insert(std::string_view(ev_[i].name).substr(kBackwardPrefix.size()));
+  }
   std::unordered_map<int64_t, size_t> latest;
   for (size_t i = 0; i < n_; ++i) {
     if (!host(i) || ev_[i].sequence < 0 || starts_with(ev_[i].name, kBackwardPrefix)) continue;
-    if (inside_backward(i)) continue;
+    if (inside_backward(i) || nodes.count(ev_[i].name) != 0) continue;
     const auto [it, fresh] = latest.emplace(ev_[i].sequence, i);
     if (!fresh && ev_[i].ts_us >= ev_[it->second].ts_us) it->second = i;
   }
+  const int last = static_cast<int>(m_.layers.size()) - 1;
   for (const auto& [seq, i] : latest) {
     const int name = enclosing_[i];
-    seq_layer_[seq] = name == kNone ? kNone : layer_of_name_[size_t(name)];
+    seq_layer_[seq] = name != kNone                  ? layer_of_name_[size_t(name)]
+                      : loss_to_last_ && in_loss_[i] ? last
+                                                     : kNone;
   }
 }
 
@@ -412,45 +467,9 @@ void Attribution::account_unattributed() {
 
 }  // namespace
 
-LayerSelection LayerSelection::parse(const std::string& spec) {
-  LayerSelection s;
-  if (spec.empty() || spec == "children") return s;
-  if (starts_with(spec, "depth=")) {
-    const std::string v = spec.substr(6);
-    const bool digits = !v.empty() && v.size() < 6 && std::all_of(v.begin(), v.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
-    if (!digits || std::stoi(v) < 1) {
-      throw InputError(
-          fmt::format("--layers: depth must be a whole number of at least 1 (\"{}\" given)", v));
-    }
-    s.mode = Mode::kDepth;
-    s.depth = std::stoi(v);
-    return s;
-  }
-  s.mode = Mode::kNames;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    std::string name = spec.substr(start, comma - start);
-    if (starts_with(name, kLayerPrefix)) name = name.substr(kLayerPrefix.size());
-    if (name.empty()) throw InputError(fmt::format("--layers: empty layer name in \"{}\"", spec));
-    if (std::find(s.names.begin(), s.names.end(), name) != s.names.end())
-      throw InputError(fmt::format("--layers: layer \"{}\" named twice in \"{}\"", name, spec));
-    s.names.push_back(name);
-    start = comma + 1;
-  }
-  return s;
-}
-
-std::string LayerSelection::to_string() const {
-  if (mode == Mode::kChildren) return "children";
-  if (mode == Mode::kDepth) return fmt::format("depth={}", depth);
-  return fmt::format("{}", fmt::join(names, ","));
-}
-
-TraceMeasure measure_trace(const KinetoTrace& trace, const LayerSelection& selection) {
-  return Attribution(trace, selection).run();
+TraceMeasure measure_trace(const KinetoTrace& trace, const LayerSelection& selection,
+                           bool loss_to_last_layer) {
+  return Attribution(trace, selection, loss_to_last_layer).run();
 }
 
 }  // namespace pipetwin::trace_import

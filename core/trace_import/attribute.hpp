@@ -22,8 +22,13 @@
 //   - optimizer: the "pipetwin.optimizer" ranges' time (its split over layers is import.hpp's),
 //     or per layer the "pipetwin.optimizer:<layer>" ranges where present and all of them name
 //     selected layers;
-//   - unattributed: the rest of the step's time (the loss and its backward, zero_grad, ops between
-//     layer ranges, the profiler's own overhead), by operator name, never dropped.
+//   - the loss: what the step runs after the last layer's forward and before its first backward
+//     op, outside every layer range (the loss function, backward()'s seed gradient), and the
+//     backward ops of its operators go to the last layer, as `pipetwin profile` charges them (in a
+//     pipeline the last stage computes the loss); with loss_to_last_layer off they stay
+//     unattributed;
+//   - unattributed: the rest of the step's time (zero_grad, ops between layer ranges, the
+//     profiler's own overhead), by operator name, never dropped.
 // Sequence numbers are counted per forward thread; pipetwin assumes one forward thread (a trace
 // does not say which of its lanes a backward op's "Fwd thread id" names).
 //
@@ -63,8 +68,9 @@ struct LayerSelection {
 struct StepMeasure {
   double step_s = 0;  // the step range's duration (GPU: device time launched in the step)
   std::vector<double> forward_s, backward_s;  // per layer
-  double optimizer_s = 0;                     // all "pipetwin.optimizer" ranges
-  std::vector<double> optimizer_layer_s;      // per layer, from "pipetwin.optimizer:<layer>"
+  double loss_s = 0;       // the loss's forward (in the last layer's forward_s when attributed)
+  double optimizer_s = 0;  // all "pipetwin.optimizer" ranges
+  std::vector<double> optimizer_layer_s;  // per layer, from "pipetwin.optimizer:<layer>"
   double unattributed_s = 0;  // step_s less everything attributed (forward, backward, optimizer)
   std::map<std::string, double> unattributed_by_name;  // its largest parts, by operator
 };
@@ -79,10 +85,12 @@ struct TraceMeasure {
   bool per_layer_optimizer = false;       // "pipetwin.optimizer:<layer>" ranges give the split
   bool optimizer_ranges_ignored = false;  // such ranges name layers not selected: not used
   int backward_ops = 0, backward_attributed = 0;  // outermost backward ops in measured steps
+  bool loss_to_last_layer = true;                 // the loss is in the last layer's times
 };
 
 // Measures every step of `trace` but the first; a trace without steps, layers or backward ops is
 // an InputError naming its file and what is missing.
-TraceMeasure measure_trace(const KinetoTrace& trace, const LayerSelection& selection);
+TraceMeasure measure_trace(const KinetoTrace& trace, const LayerSelection& selection,
+                           bool loss_to_last_layer = true);
 
 }  // namespace pipetwin::trace_import

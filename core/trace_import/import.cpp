@@ -97,11 +97,12 @@ TraceReport report_of(const Imported& r) {
   t.device_time = r.m.device_time;
   t.backward_ops = r.m.backward_ops;
   t.backward_attributed = r.m.backward_attributed;
-  std::vector<double> step, un, share;
+  std::vector<double> step, un, share, loss;
   std::map<std::string, std::vector<double>> parts;
   for (const auto& s : r.m.steps) {
     step.push_back(s.step_s);
     un.push_back(s.unattributed_s);
+    loss.push_back(s.loss_s);
     share.push_back(s.step_s > 0 ? s.unattributed_s / s.step_s : 0);
     for (const auto& [name, v] : s.unattributed_by_name) parts[name];
   }
@@ -113,6 +114,7 @@ TraceReport report_of(const Imported& r) {
   }
   t.step_s = median(step);
   t.unattributed_s = median(un);
+  t.loss_s = median(loss);
   t.unattributed_share = median(share);
   for (const auto& [name, v] : parts) {
     if (median(v) > 0) t.unattributed_parts.emplace_back(name, median(v));
@@ -127,7 +129,7 @@ TraceReport report_of(const Imported& r) {
 Imported import_one(const KinetoTrace& t, const ImportOptions& o, int flag_micro_batch) {
   Imported r;
   r.trace = &t;
-  r.m = measure_trace(t, o.layers);
+  r.m = measure_trace(t, o.layers, o.loss_to_last_layer);
   r.md = read_metadata(t);
   r.micro_batch = resolve_micro_batch(t, r.m, r.md, flag_micro_batch);
   r.bytes = layer_bytes(t, r.m, r.micro_batch, r.input_bytes, r.assumed_float);
@@ -227,10 +229,11 @@ std::string notes_of(const std::vector<Imported>& v, const ImportOptions& o) {
   std::string n = fmt::format(
       "pipetwin import-trace of {} ({} layers: {}): per micro-batch size the median of {} measured "
       "steps (the first step dropped as warm-up); forward: the layer ranges' {}; backward: "
-      "autograd ops by sequence number; optimizer step: {}; recompute = forward, contention 1 "
-      "and no cold starts (not measured); bytes: {}{}",
+      "autograd ops by sequence number; the loss (forward and backward): {}; optimizer step: {}; "
+      "recompute = forward, contention 1 and no cold starts (not measured); bytes: {}{}",
       fmt::join(files, ", "), f.m.layers.size(), o.layers.to_string(), f.report.measured_steps,
       f.m.device_time ? "kernels' device time" : "CPU time",
+      o.loss_to_last_layer ? "in the last layer's times" : "not attributed",
       f.m.per_layer_optimizer ? "per-layer ranges"
       : f.m.optimizer_ranges_ignored
           ? "split over layers by parameter bytes (its per-layer ranges name other layers)"

@@ -31,6 +31,7 @@ struct ImportOptions {
   std::vector<int> micro_batches;  // --micro-batch: one per trace; empty: from each trace
   std::string device;              // catalog device name; empty: from the traces
   std::string model;               // empty: the metadata's, else the first file's name
+  bool loss_to_last_layer = true;  // --loss last (default) or unattributed (attribute.hpp)
 };
 
 struct TraceReport {
@@ -41,6 +42,7 @@ struct TraceReport {
   double step_s = 0;              // median over measured steps
   double unattributed_s = 0;      // median
   double unattributed_share = 0;  // median of unattributed / step
+  double loss_s = 0;              // median forward time of the loss (attribute.hpp)
   // The largest unattributed parts, medians over the steps, largest first.
   std::vector<std::pair<std::string, double>> unattributed_parts;
   int backward_ops = 0, backward_attributed = 0;  // outermost backward ops, all measured steps
