@@ -24,6 +24,7 @@
 #include "core/schedule/schedule.hpp"
 #include "core/synthetic.hpp"
 #include "core/timeline.hpp"
+#include "core/trace_import/gzip.hpp"
 #include "core/trace_import/import.hpp"
 #include "sim/capacity.hpp"
 #include "sim/reproduce/reproduce.hpp"
@@ -164,6 +165,12 @@ void read_import_trace(std::string_view bytes) {
   }
 }
 
+// A gzipped trace (core/trace_import/gzip.hpp): inflated, then read as import_trace reads one.
+void read_gzip_trace(std::string_view bytes) {
+  if (!trace_import::is_gzip(bytes)) return;  // load_kineto_trace reads such bytes as plain JSON
+  read_import_trace(trace_import::gunzip(bytes, "fuzz.trace.json.gz"));
+}
+
 const std::pair<const char*, Reader> kReaders[] = {
     {"profile", read_profile},
     {"cluster", read_cluster},
@@ -181,6 +188,7 @@ const std::pair<const char*, Reader> kReaders[] = {
     {"reference_table", read_reference_table},
     {"report_csv", read_report_csv},
     {"import_trace", read_import_trace},
+    {"gzip_trace", read_gzip_trace},
 };
 
 }  // namespace

@@ -11,7 +11,7 @@ secs=${1:-600}
 shift || true
 targets=("$@")
 all=(profile cluster plan timeline metrics schedule model_spec freeze_trace epoch_log sweep_grid
-     sweep_csv prices transition_overheads reference_table report_csv import_trace)
+     sweep_csv prices transition_overheads reference_table report_csv import_trace gzip_trace)
 if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
 B=build-fuzz
 # The same configuration as scripts/sanitize.sh asan, which runs the test suites from this folder.
@@ -47,6 +47,7 @@ cp hardware/prices.json "$S/prices/"
 cp experiments/reference/*.csv "$S/reference_table/"
 cp experiments/reference/pipetransformer-table4-transition.csv "$S/transition_overheads/"
 cp tests/data/traces/*.trace.json "$S/import_trace/"
+for f in tests/data/traces/*.trace.json; do gzip -c "$f" >"$S/gzip_trace/$(basename "$f").gz"; done
 for t in "${targets[@]}"; do
   cp fuzz/regressions/"$t"/* "$S/$t/" 2>/dev/null || true
 done

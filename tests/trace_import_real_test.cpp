@@ -136,6 +136,7 @@ TEST(TraceImportReal, CliRefusesBadTracesAndWritesNothing) {
       {src + "cpu-skip.trace.json --layers depth=0", "--layers: depth must be"},
       {src + "cpu-skip.trace.json --micro-batch 8", "--micro-batch gives 8 for it"},
       {src + "cpu-skip.trace.json --device tpu-v9", "--device: unknown device"},
+      {src + "cpu-skip.trace.json --loss first", "--loss: last or unattributed (\"first\" given)"},
       {src + "cpu-skip.trace.json " + src + "cpu-skip.trace.json", "already given by"}};
   const std::string out = dir.file("out.profile.json");
   for (const auto& [args, want] : cases) {
