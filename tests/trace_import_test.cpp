@@ -1,8 +1,10 @@
 // import-trace on hand-made Kineto traces (tests/data/traces/make_fixtures.py writes them; its
 // durations are chosen so that every figure below can be worked out by hand).
+#include <algorithm>
 #include <map>
 #include <numeric>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/trace_import/import.hpp"
@@ -183,6 +185,58 @@ TEST(TraceImport, NodeEventsAtTheirWrappersEndStayBackward) {
   const ImportResult r = import_one(doc, "moved.json");
   EXPECT_EQ(r.traces[0].backward_attributed, 3 * 14);
   EXPECT_NEAR(r.profile.layers[2].timings[0].backward_s, 31 * us, 1e-12);
+}
+
+// A trace of the user's own code recorded with with_stack=True (torch 2.x) has no pipetwin ranges
+// but module ranges: "nn.Module: <Class>_<k>" python_function events. Here cpu-skip's layer ranges
+// become such ranges under one for the model itself (cat and args as torch 2.x writes them): the
+// model's children are the layers, with the same times as the pipetwin ranges give.
+TEST(TraceImport, ModuleRangesOfWithStackTracesAreTheLayers) {
+  Json doc = fixture("cpu-skip.trace.json");
+  doc.erase("pipetwin");
+  const std::map<std::string, std::string> module = {{"pipetwin.layer:embed", "Linear_0"},
+                                                     {"pipetwin.layer:block", "Sequential_0"},
+                                                     {"pipetwin.layer:head", "Linear_1"}};
+  Json roots = Json::array();
+  for (auto& e : doc["traceEvents"]) {
+    const auto it = module.find(e.value("name", ""));
+    if (it == module.end()) continue;
+    e["name"] = "nn.Module: " + it->second;
+    e["cat"] = "python_function";
+    e["args"] = {{"Python id", 7}, {"Python parent id", 3}, {"Python thread", 0}};
+    if (it->second == "Linear_0") {  // the model's own range, from its first layer's start
+      Json root = e;
+      root["name"] = "nn.Module: SkipNet_0";
+      root["ts"] = e["ts"].get<double>() - 1;
+      roots.push_back(root);
+    }
+  }
+  // Each root ends where its step's head range ends.
+  std::vector<double> head_ends;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("name", "") == "nn.Module: Linear_1")
+      head_ends.push_back(e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  std::sort(head_ends.begin(), head_ends.end());
+  ASSERT_EQ(roots.size(), head_ends.size());
+  for (size_t k = 0; k < roots.size(); ++k) {
+    roots[k]["dur"] = head_ends[k] + 1 - roots[k]["ts"].get<double>();
+    doc["traceEvents"].push_back(roots[k]);
+  }
+  const ImportResult r = import_one(doc, "stack.json");
+  const char* names[] = {"Linear_0", "Sequential_0", "Linear_1"};
+  const double fwd[] = {32, 40, 21}, bwd[] = {40, 62, 31};
+  ASSERT_EQ(r.profile.num_layers(), 3);
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(r.profile.layers[l].name, names[l]);
+    EXPECT_NEAR(r.profile.layers[l].timings[0].forward_s, fwd[l] * us, 1e-12) << names[l];
+    EXPECT_NEAR(r.profile.layers[l].timings[0].backward_s, bwd[l] * us, 1e-12) << names[l];
+  }
+  ImportOptions depth2 = loss_apart();
+  depth2.layers = LayerSelection::parse("depth=2");
+  EXPECT_THAT(test::input_error([&] { import_one(doc, "stack.json", depth2); }),
+              ::testing::HasSubstr("--layers depth=2: no \"nn.Module: \" range is nested that "
+                                   "deep (the deepest is 1)"));
 }
 
 // gpu-two, per measured step (device time, us): l0's kernel 10/12; l1's 20 by correlation + 5 by

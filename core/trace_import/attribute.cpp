@@ -137,9 +137,17 @@ void Attribution::find_steps() {
   }
 }
 
+// The layer ranges: "pipetwin.layer:<name>" ranges, or, in a trace that has none, the
+// "nn.Module: <Class>_<k>" ranges torch.profiler records with with_stack=True (attribute.hpp).
 void Attribution::select_layers() {
   range_name_.assign(n_, kNone);
   enclosing_.assign(n_, kNone);
+  bool helper_ranges = false;
+  for (size_t i = 0; i < n_ && !helper_ranges; ++i)
+    helper_ranges = host(i) && starts_with(ev_[i].name, kLayerPrefix);
+  const std::string_view prefix = helper_ranges ? kLayerPrefix : kModulePrefix;
+  // Module ranges: the outermost is the model itself, so its children are depth 2.
+  const int base = helper_ranges ? 0 : 1;
   std::vector<int> depth(n_, 0);  // layer ranges among the event and its ancestors
   std::map<std::string, int> ids;
   const bool by_name = sel_.mode == LayerSelection::Mode::kNames;
@@ -151,20 +159,19 @@ void Attribution::select_layers() {
     depth[i] = outer;
     if (!host(i)) continue;
     const std::string& name = ev_[i].name;
-    const bool prefixed = starts_with(name, kLayerPrefix);
-    std::string layer = prefixed ? name.substr(kLayerPrefix.size()) : name;
+    const bool prefixed = starts_with(name, prefix);
+    std::string layer = prefixed ? name.substr(prefix.size()) : name;
     const bool named =
         by_name && std::find(sel_.names.begin(), sel_.names.end(), layer) != sel_.names.end();
     if (!prefixed && !named) continue;
     if (layer.empty()) {
       fail(fmt::format("{}[{}]: a \"{}\" range without a layer name", t_.events_path,
-                       ev_[i].file_index, kLayerPrefix));
+                       ev_[i].file_index, prefix));
     }
     depth[i] = outer + 1;
-    deepest = std::max(deepest, depth[i]);
-    const bool selected =
-        by_name ? named : depth[i] == (sel_.mode == LayerSelection::Mode::kDepth ? sel_.depth : 1);
-    if (!selected) continue;
+    deepest = std::max(deepest, depth[i] - base);
+    const int want = (sel_.mode == LayerSelection::Mode::kDepth ? sel_.depth : 1) + base;
+    if (!(by_name ? named : depth[i] == want)) continue;
     if (enclosing_[i] != kNone) {
       fail(
           fmt::format("--layers: layer \"{}\" runs inside layer \"{}\"; choose ranges that do "
@@ -176,10 +183,8 @@ void Attribution::select_layers() {
     range_name_[i] = enclosing_[i] = it->second;
   }
   if (sel_.mode == LayerSelection::Mode::kDepth && deepest < sel_.depth && deepest > 0) {
-    fail(
-        fmt::format("--layers depth={}: no \"pipetwin.layer:\" range is nested that deep (the "
-                    "deepest is {})",
-                    sel_.depth, deepest));
+    fail(fmt::format("--layers depth={}: no \"{}\" range is nested that deep (the deepest is {})",
+                     sel_.depth, prefix, deepest));
   }
 }
 
@@ -208,7 +213,8 @@ void Attribution::order_layers() {
   if (m_.layers.empty()) {
     fail(names_.empty() ? "no \"pipetwin.layer:<name>\" range: wrap each layer's forward in "
                           "record_function(\"pipetwin.layer:<name>\") (python/pipetwin_trace.py "
-                          "does), or name plain ranges with --layers a,b,c"
+                          "does), record with with_stack=True (nn.Module ranges), or name plain "
+                          "ranges with --layers a,b,c"
                         : "no selected layer range inside a measured \"pipetwin.step:\" range "
                           "(the first step is warm-up)");
   }

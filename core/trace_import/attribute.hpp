@@ -4,8 +4,12 @@
 // The trace marks its structure with record_function ranges (python/pipetwin_trace.py makes
 // them): "pipetwin.step:<i>" around each training step, "pipetwin.layer:<name>" around each layer's
 // forward, "pipetwin.optimizer" around the optimizer step (and, optionally,
-// "pipetwin.optimizer:<layer>" around the part of it that updates one layer). Per measured step
-// (every step but the first, which is warm-up):
+// "pipetwin.optimizer:<layer>" around the part of it that updates one layer). A trace of the
+// user's own with no "pipetwin.layer:" range may have torch.profiler's module ranges instead
+// (with_stack=True in torch 2.x: "nn.Module: <Class>_<k>" python_function events, k counting the
+// class's instances; PyTorch 2.x, torch/csrc/profiler/): the layers are then those, the
+// outermost (the model itself) not counted as a level. Per measured step (every step but the
+// first, which is warm-up):
 //   - forward: a layer's ranges inside the step, on a CPU trace by their duration, on a GPU trace
 //     by the device time of the kernels launched inside them (kernel <-> runtime call by the
 //     "correlation" arg, else kernel <-> operator by "External id");
@@ -46,13 +50,16 @@ namespace pipetwin::trace_import {
 
 inline constexpr std::string_view kStepPrefix = "pipetwin.step:";
 inline constexpr std::string_view kLayerPrefix = "pipetwin.layer:";
+inline constexpr std::string_view kModulePrefix = "nn.Module: ";
 inline constexpr std::string_view kOptimizerRange = "pipetwin.optimizer";
 inline constexpr std::string_view kOptimizerLayerPrefix = "pipetwin.optimizer:";
 inline constexpr std::string_view kBackwardPrefix = "autograd::engine::evaluate_function: ";
 
 // Which ranges are the layers (--layers):
-//   children  every "pipetwin.layer:" range not nested in another one (the default);
-//   depth=N   "pipetwin.layer:" ranges nested in N-1 others (depth=1 is children);
+//   children  every "pipetwin.layer:" range not nested in another one (the default); in a trace
+//             of module ranges, the model's child modules ("nn.Module: Linear_0" -> "Linear_0");
+//   depth=N   "pipetwin.layer:" ranges nested in N-1 others (depth=1 is children; module ranges:
+//             the model's modules N levels down);
 //   a,b,c     the ranges named so, "pipetwin.layer:a" or a plain record_function range "a".
 struct LayerSelection {
   enum class Mode { kChildren, kDepth, kNames };
