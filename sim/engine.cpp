@@ -1,6 +1,7 @@
 #include "sim/engine.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -146,7 +147,9 @@ void Engine::run(const TaskGraph& g, std::vector<double>& start, std::vector<dou
       continue;
     }
     if (e.kind == kNetworkCheck) {
-      if (e.epoch == net_epoch_) network_due(g, e.time);
+      if (e.epoch != net_epoch_) continue;  // superseded by an earlier check
+      net_check_at_ = std::numeric_limits<double>::infinity();
+      network_due(g, e.time);
       continue;
     }
     const auto task = static_cast<size_t>(e.id);
@@ -288,6 +291,7 @@ void Engine::reset_network(const TaskGraph& g) {
   }
   flow_task_.clear();
   flows_left_.assign(n, 0);
+  net_check_at_ = std::numeric_limits<double>::infinity();
   // A member of a rendezvous group ends with the group's member that moves the data.
   follower_.assign(n, 0);
   for (size_t grp = 0; grp + 1 < g.group_begin.size(); ++grp) {
@@ -311,18 +315,23 @@ bool Engine::start_flows(const TaskGraph& g, size_t t, double now) {
   for (int32_t f = begin; f < end; ++f) {
     const auto fi = static_cast<size_t>(f);
     const int32_t p = g.flow_path_begin[fi];
-    net_.start(g.flow_bytes[fi], g.flow_path_links.data() + p, g.flow_path_begin[fi + 1] - p, now);
+    net_.add(g.flow_bytes[fi], g.flow_path_links.data() + p, g.flow_path_begin[fi + 1] - p, now);
     flow_task_.push_back(static_cast<int32_t>(t));
   }
+  net_.settle();
   flows_left_[t] = end - begin;
   schedule_network_check();
   return true;
 }
 
 void Engine::schedule_network_check() {
+  // One check pending at a time, the earliest: a later finish is found by the pending check,
+  // which schedules the next one; an earlier one supersedes it (its epoch goes stale).
+  if (net_.active() == 0) return;
   const double next = net_.next_finish();
-  ++net_epoch_;
-  if (net_.active() > 0) queue_.push(next, 0, kNetworkCheck, net_epoch_);
+  if (next >= net_check_at_) return;
+  net_check_at_ = next;
+  queue_.push(next, 0, kNetworkCheck, ++net_epoch_);
 }
 
 void Engine::network_due(const TaskGraph& g, double now) {

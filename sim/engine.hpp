@@ -158,6 +158,7 @@ class Engine {
   std::vector<int32_t> flow_task_, flows_left_, done_;
   std::vector<uint8_t> follower_;
   uint32_t net_epoch_ = 0;
+  double net_check_at_ = 0;  // the pending check's time (infinity: none)
   std::vector<double>* start_ = nullptr;
   std::vector<double>* end_ = nullptr;
 };

@@ -68,6 +68,16 @@ TEST(FlowModel, RatesAreRecomputedWhenAFlowStartsAndEnds) {
   EXPECT_DOUBLE_EQ(m.rate(a), 0);
 }
 
+TEST(FlowModel, FlowsAddedTogetherShareOnceSettled) {
+  FlowModel m({{kB, 0}, {kB, 0}});
+  const int32_t a = m.add(kS, std::vector<int32_t>{0, 1}.data(), 2, 0);
+  const int32_t b = m.add(kS, std::vector<int32_t>{1}.data(), 1, 0);
+  m.settle();
+  EXPECT_DOUBLE_EQ(m.rate(a), kB / 2);
+  EXPECT_DOUBLE_EQ(m.rate(b), kB / 2);
+  EXPECT_DOUBLE_EQ(m.next_finish(), 2 * kS / kB);
+}
+
 TEST(FlowModel, ZeroBytesFinishAtOnceAndBadInputThrows) {
   const auto t = completion_times({{kB, 1e-6}}, {{0.5, 0, {0}}});
   EXPECT_DOUBLE_EQ(t[0], 0.5 + 1e-6);

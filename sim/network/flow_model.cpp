@@ -40,6 +40,12 @@ double FlowModel::latency(const int32_t* path, int32_t len) const {
 }
 
 int32_t FlowModel::start(double bytes, const int32_t* path, int32_t len, double now) {
+  const int32_t id = add(bytes, path, len, now);
+  reallocate();
+  return id;
+}
+
+int32_t FlowModel::add(double bytes, const int32_t* path, int32_t len, double now) {
   if (now < now_) throw std::invalid_argument("a flow cannot start before the model's time");
   for (int32_t i = 0; i < len; ++i) {
     if (path[i] < 0 || static_cast<size_t>(path[i]) >= links_.size())
@@ -53,7 +59,6 @@ int32_t FlowModel::start(double bytes, const int32_t* path, int32_t len, double 
   rate_.push_back(0);
   finish_.push_back(now);
   active_.push_back(id);
-  reallocate();
   return id;
 }
 
@@ -94,17 +99,28 @@ void FlowModel::advance(double now) {
 }
 
 void FlowModel::reallocate() {
-  // Only the flows in progress take part: the solver's work is over them, not the history.
+  // Only the flows in progress and the links they cross take part: the solver's work is over
+  // them, not over the history or the whole cluster.
   scratch_paths_.path_begin.assign(1, 0);
   scratch_paths_.path_links.clear();
+  scratch_capacity_.clear();
+  local_of_.resize(capacity_.size(), -1);
   for (int32_t f : active_) {
     const auto i = static_cast<size_t>(f);
-    scratch_paths_.path_links.insert(scratch_paths_.path_links.end(),
-                                     path_links_.begin() + path_begin_[i],
-                                     path_links_.begin() + path_begin_[i + 1]);
+    for (int32_t k = path_begin_[i]; k < path_begin_[i + 1]; ++k) {
+      const auto l = static_cast<size_t>(path_links_[static_cast<size_t>(k)]);
+      if (local_of_[l] < 0) {
+        local_of_[l] = static_cast<int32_t>(scratch_capacity_.size());
+        scratch_capacity_.push_back(capacity_[l]);
+        used_.push_back(static_cast<int32_t>(l));
+      }
+      scratch_paths_.path_links.push_back(local_of_[l]);
+    }
     scratch_paths_.path_begin.push_back(static_cast<int32_t>(scratch_paths_.path_links.size()));
   }
-  solver_.solve(capacity_, scratch_paths_, scratch_rates_);
+  for (int32_t l : used_) local_of_[static_cast<size_t>(l)] = -1;
+  used_.clear();
+  solver_.solve(scratch_capacity_, scratch_paths_, scratch_rates_);
   for (size_t k = 0; k < active_.size(); ++k) {
     const auto i = static_cast<size_t>(active_[k]);
     rate_[i] = scratch_rates_[k];

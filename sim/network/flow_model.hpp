@@ -38,6 +38,10 @@ class FlowModel {
   int32_t start(double bytes, const std::vector<int32_t>& path, double now) {
     return start(bytes, path.data(), static_cast<int32_t>(path.size()), now);
   }
+  // The same for several flows that start together: add each, then settle() once (the rates are
+  // stale in between).
+  int32_t add(double bytes, const int32_t* path, int32_t len, double now);
+  void settle() { reallocate(); }
   // When the first flow in progress has sent its bytes, at today's rates (infinity: none).
   double next_finish() const;
   // Advances to `now`, ends the flows whose bytes are sent by then (their ids appended to
@@ -62,7 +66,8 @@ class FlowModel {
   std::vector<int32_t> active_;  // flows in progress, in id order
   MaxMinSolver solver_;
   FlowPaths scratch_paths_;
-  std::vector<double> scratch_rates_;
+  std::vector<double> scratch_rates_, scratch_capacity_;
+  std::vector<int32_t> local_of_, used_;  // per link its index among the links in use, or -1
 };
 
 // What FlowModel computes for flows known in advance: flow f starts at start_s[f], moves
