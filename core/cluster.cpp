@@ -200,7 +200,9 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
     c.inter_node = c.intra_node;
   }
   c.relative_speed = doc.nonneg_or("relative_speed", 0);
-  if (doc.has("topology")) c.topology = topology_from_json(doc.at("topology"), c.devices_per_node);
+  if (doc.has("topology")) {
+    c.topology = topology_from_json(doc.at("topology"), c.nodes, c.devices_per_node);
+  }
   return c;
 }
 

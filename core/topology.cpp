@@ -89,7 +89,13 @@ double slowest_rate(const std::vector<double>& capacity, const std::vector<Route
   return rate;
 }
 
-Topology topology_from_json(const JsonView& j, int devices_per_node) {
+Topology topology_from_json(const JsonView& j, int nodes, int devices_per_node) {
+  // Its resources are listed per device: a bound keeps a typo from asking for gigabytes.
+  constexpr int64_t kMaxDevices = int64_t{1} << 20;
+  const int64_t devices = int64_t{nodes} * devices_per_node;
+  if (devices > kMaxDevices) {
+    j.fail(fmt::format("describes at most {} devices, the cluster has {}", kMaxDevices, devices));
+  }
   j.allow_only(
       {"nics_per_node", "devices_per_pcie_switch", "pcie_switch_bandwidth", "p2p", "source"});
   Topology t;

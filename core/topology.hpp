@@ -60,7 +60,7 @@ double slowest_rate(const std::vector<double>& capacity, const std::vector<Route
 
 // Field "topology" of a cluster document (format "pipetwin.cluster" v1), validated against the
 // cluster's shape; errors name the file and the field.
-Topology topology_from_json(const JsonView& j, int devices_per_node);
+Topology topology_from_json(const JsonView& j, int nodes, int devices_per_node);
 Json topology_to_json(const Topology& t);
 
 }  // namespace pipetwin

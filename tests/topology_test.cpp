@@ -81,7 +81,12 @@ TEST(Topology, BadValuesAreOneLineErrorsNamingFileAndField) {
             "c.json: topology.pcie_switch_bandwidth: needs devices_per_pcie_switch too");
   EXPECT_EQ(error_with({{"devices_per_pcie_switch", 2}, {"pcie_switch_bandwidth", -1}}),
             "c.json: topology.pcie_switch_bandwidth: expected a positive number, got -1");
-  EXPECT_EQ(error_with({{"p2p", "no"}}), "c.json: topology.p2p: expected true or false, got \"no\"");
+  EXPECT_EQ(error_with({{"p2p", "no"}}),
+            "c.json: topology.p2p: expected true or false, got \"no\"");
+  Json huge = doc_with(Json::object());
+  huge["nodes"] = 1 << 20;
+  EXPECT_EQ(test::input_error([&] { cluster_from_json(JsonView(huge, "c.json"), shipped()); }),
+            "c.json: topology: describes at most 1048576 devices, the cluster has 4194304");
   EXPECT_THAT(error_with({{"nic", 1}}),
               ::testing::StartsWith("c.json: topology.nic: unknown field (known: "));
 }
