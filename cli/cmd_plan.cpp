@@ -43,21 +43,6 @@ std::vector<std::string> known_schedules() {
   return names;
 }
 
-int parse_chunks(const std::string& text) {
-  if (text == "auto") return 0;
-  int chunks = 0;
-  try {
-    size_t used = 0;
-    chunks = std::stoi(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    throw InputError(
-        fmt::format("--chunks: expected a positive integer or auto, got \"{}\"", text));
-  }
-  if (chunks < 1) throw InputError(fmt::format("--chunks must be positive ({} given)", chunks));
-  return chunks;
-}
-
 sim::PlanRequest make_request(const PlanArgs& a, const Catalog& catalog) {
   sim::PlanRequest r;
   r.cluster = load_cluster(a.cluster, catalog);
@@ -77,7 +62,7 @@ sim::PlanRequest make_request(const PlanArgs& a, const Catalog& catalog) {
   r.frozen_layers = a.frozen;
   r.iterations = a.iterations;
   r.allow_oom = a.allow_oom;
-  r.chunks = parse_chunks(a.chunks);
+  r.chunks = parse_count_or_auto(a.chunks, "--chunks");
   r.checkpoint = a.checkpoint ? Checkpoint::kExceptLast : Checkpoint::kNone;
   if (!a.checkpoint_mode.empty() && !parse_checkpoint(a.checkpoint_mode, r.checkpoint)) {
     throw InputError(fmt::format(

@@ -103,29 +103,14 @@ class ProgressPrinter {
 };
 
 // A positive integer or "auto" (0) for `flag`.
-int parse_count(const std::string& text, const char* flag) {
-  if (text == "auto") return 0;
-  int m = 0;
-  try {
-    size_t used = 0;
-    m = std::stoi(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    throw InputError(
-        fmt::format("{}: expected a positive integer or auto, got \"{}\"", flag, text));
-  }
-  if (m >= 1) return m;
-  throw InputError(fmt::format("{} must be positive ({} < 1)", flag, m));
-}
-
 sim::PointConfig base_config(const SweepArgs& a) {
   sim::PointConfig c;
   c.model = a.model;
   c.cluster = a.cluster;
   c.stages = a.stages;
-  c.chunks = parse_count(a.chunks, "--chunks");
+  c.chunks = parse_count_or_auto(a.chunks, "--chunks");
   c.schedule = a.schedule;
-  c.virtual_stages = parse_count(a.virtual_stages, "--virtual-stages");
+  c.virtual_stages = parse_count_or_auto(a.virtual_stages, "--virtual-stages");
   c.partitioner = a.partitioner;
   c.batch = a.batch;
   c.micro_batch = a.micro_batch;

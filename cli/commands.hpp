@@ -59,6 +59,9 @@ void plan_training_defaults(const Profile& profile, std::string& dtype, bool flo
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);
+// A count flag that takes "auto" (0) or a positive integer (-M, --virtual-stages); anything else
+// is an InputError naming the flag and the value ("--chunks must be positive (0 < 1)").
+int parse_count_or_auto(const std::string& text, const char* flag);
 
 // Multi-line summary of a plan: stages, layers, predicted times and memory.
 std::string plan_summary(const PlanContext& ctx);

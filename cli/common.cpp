@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
+#include "core/error.hpp"
 #include "core/precision.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/zoo/zoo.hpp"
@@ -123,6 +124,21 @@ std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
     out += st.render();
   }
   return out;
+}
+
+int parse_count_or_auto(const std::string& text, const char* flag) {
+  if (text == "auto") return 0;
+  int count = 0;
+  try {
+    size_t used = 0;
+    count = std::stoi(text, &used);
+    if (used != text.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw InputError(
+        fmt::format("{}: expected a positive integer or auto, got \"{}\"", flag, text));
+  }
+  if (count < 1) throw InputError(fmt::format("{} must be positive ({} < 1)", flag, count));
+  return count;
 }
 
 }  // namespace pipetwin::cli
