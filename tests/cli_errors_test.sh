@@ -56,6 +56,9 @@ expect_error "missing.json: cannot open" "$bin" simulate --plan "$tmp/missing.js
 
 # Bad flags and names.
 expect_error "--chunks: expected a positive integer or auto" "$bin" plan --model "$model" -K 2 -B 8 -M x -o "$tmp/x.json"
+# plan and sweep read -M with one parser, so with one message.
+expect_error "--chunks must be positive (0 < 1)" "$bin" plan --model "$model" -K 2 -B 8 -M 0 -o "$tmp/x.json"
+expect_error "--chunks must be positive (0 < 1)" "$bin" sweep --model "$model" --grid stages=2 -M 0 -o "$tmp/x.csv"
 expect_error "--dtype: unknown dtype \"float8\" (known: float32, tfloat32, float16, bfloat16, float64)" "$bin" plan --model "$model" -K 2 -B 8 --dtype float8 -o "$tmp/x.json"
 expect_error "--optimizer: unknown optimizer \"lamb\" (known: sgd, momentum, adam)" "$bin" plan --model "$model" -K 2 -B 8 --optimizer lamb -o "$tmp/x.json"
 expect_error "--dtype: unknown dtype \"int4\"" "$bin" sweep --model "$model" --grid 'stages=1,2' --dtype int4 -o "$tmp/x.csv"
