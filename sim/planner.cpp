@@ -13,6 +13,7 @@
 #include "core/memory.hpp"
 #include "core/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
+#include "core/partition/pipedream_dp.hpp"
 #include "core/partition/stage_memory.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/virtual_stages.hpp"
@@ -157,7 +158,11 @@ Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& co
   pr.evaluate = [&p, aware](const Partition& candidate) {
     return simulated_time(p, candidate, aware);
   };
-  const auto partitioner = make_partitioner(r.partitioner);
+  // pipedream-dp searches what this planner builds from its answer (PipeDreamPricing::kAsPlanned,
+  // docs/partition-memory.md): uniform replication as data parallelism at micro-batch b / m.
+  const auto partitioner = r.partitioner == "pipedream-dp"
+                               ? make_pipedream_dp_partitioner({true, PipeDreamPricing::kAsPlanned})
+                               : make_partitioner(r.partitioner);
   if (!aware) return partitioner->partition(pr);
   const StageMemory model({p.schedule, p.chunks, p.checkpoint, p.iterations, v});
   pr.memory = &model;

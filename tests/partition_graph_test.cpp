@@ -27,7 +27,6 @@ namespace pipetwin {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 bool is_graph_partitioner(const std::string& name) {
   return name == "mixed-pipe" || name == "metis";
@@ -275,14 +274,24 @@ TEST(PlannerPartitioners, PipeDreamReplicationBecomesDataParallelWhenUniform) {
   EXPECT_EQ(plan.dp, 2);
   EXPECT_EQ(plan.micro_batch_size(), 2);
   // Layer 0 has 1.6 GB of parameters and 30 ms of work, layers 1 and 2 15 and 45 ms and none:
-  // on three devices PipeDream keeps layer 0 alone and replicates [1, 2] twice (30 ms a stage);
-  // replicating everything pays a 107 ms all-reduce (53 ms a micro-batch). Not expressible.
+  // on three devices PipeDream's paper program keeps layer 0 alone and replicates [1, 2] twice
+  // (30 ms a stage), which neither engine runs (stages of different data-parallel widths).
   sim::PlanRequest u = plan_request("uniform:fwd_ms=10/5/15,param_kb=1562500/1/1", 3, 2, 2);
   u.partitioner = "pipedream-dp";
-  EXPECT_THAT(test::input_error([&] { sim::make_plan(u); }),
-              HasSubstr("partitioner pipedream-dp replicates stages unevenly (replicas 1, 2); the "
-                        "simulator and the executor need the same data-parallel width for every "
-                        "stage"));
+  const CostModel cm(u.profile, u.cluster);
+  PartitionRequest pr;
+  pr.cost = &cm;
+  pr.num_stages = 3;
+  pr.micro_batch = 1;
+  pr.micro_batches = 2;
+  EXPECT_THAT(make_partitioner("pipedream-dp")->partition(pr).replicas, ElementsAre(1, 2));
+  // The planner's search prices what it can build (PipeDreamPricing::kAsPlanned): a micro-batch of
+  // one sample cannot be split between replicas, so it pipelines, [0, 1] | [2] at 45 ms a stage
+  // (three stages are no faster).
+  const Plan built = sim::make_plan(u);
+  EXPECT_EQ(built.dp, 1);
+  ASSERT_EQ(built.num_stages(), 2);
+  EXPECT_THAT(built.stages[0].layers, ElementsAre(0, 1));
 }
 
 TEST(PlannerPartitioners, MixedPipePlanPutsSeveralStagesOnADevice) {

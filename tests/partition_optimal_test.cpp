@@ -254,6 +254,32 @@ TEST(PipeDreamDp, PipelinesWhenTheAllReduceDominatesUnlessAmortised) {
   EXPECT_NEAR(plan.bottleneck_s, 18e-3, 1e-9);
 }
 
+TEST(PipeDreamDp, AsPlannedPricesTheMicroBatchThePlannerBuilds) {
+  // Forward + backward 3, 3, 3 and 27 ms a sample, 1 KiB of parameters a layer, two machines. The
+  // paper's program replicates the model at any micro-batch: (1/2) 36 b ms. The planner runs two
+  // replicas as dp = 2 with b / 2 samples each, which needs an even b; at b = 1 it can only
+  // pipeline, [0, 3) | [3] at 27 ms.
+  const CostModel cm(heavy_last_layer(1), test::two_level_cluster(1, 2, 1e10, 0, 1e10, 0));
+  PartitionRequest r;
+  r.cost = &cm;
+  r.num_stages = 2;
+  r.micro_batch = 1;
+  const PipeDreamOptions planned{true, PipeDreamPricing::kAsPlanned};
+  EXPECT_THAT(pipedream_plan(r).partition.replicas, ElementsAre(2));
+  EXPECT_NEAR(pipedream_plan(r).bottleneck_s, 18e-3, 1e-12);
+  PipeDreamPlan plan = pipedream_plan(r, planned);
+  EXPECT_THAT(plan.partition.balance(), ElementsAre(3, 1));
+  EXPECT_TRUE(plan.partition.replicas.empty());
+  EXPECT_NEAR(plan.bottleneck_s, 27e-3, 1e-9);
+  // At b = 2 both replicate; as planned a micro-batch of two takes one sample's 36 ms, plus the
+  // part of the all-reduce (4 KiB in one bucket, 0.4 us) past the backward's end: all of it.
+  r.micro_batch = 2;
+  plan = pipedream_plan(r, planned);
+  EXPECT_THAT(plan.partition.replicas, ElementsAre(2));
+  EXPECT_NEAR(plan.bottleneck_s, 36e-3 + 4096 / 1e10, 1e-9);
+  EXPECT_DOUBLE_EQ(planned_period_s(r, plan.partition), plan.bottleneck_s);
+}
+
 TEST(PipeDreamDp, RespectsMemoryWhereItsOwnPlanWouldNot) {
   // 1 GiB of parameters a layer (2 GiB with gradients); free all-reduce. PipeDream's own plan
   // replicates all four layers (8 GiB per replica); under a 6 GiB limit ours pipelines.

@@ -8,6 +8,11 @@
 // The gaps are printed as a table (the document's figures) and bounded: each partitioner's
 // median and worst relative gap must stay within what was measured plus a margin, so a change to a
 // partitioner's objective or to the simulator that moves them apart fails here.
+//
+// pipedream-dp, as the planner runs it, prices what the planner builds from its answer
+// (PipeDreamPricing::kAsPlanned, core/partition/pipedream_dp.hpp): its objective must be within 5%
+// of the simulation on every plan (PipeDreamObjectiveIsThePlannedPeriod), and the test prints how
+// far the paper's formula and the two simpler all-reduce charges are from the same simulations.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +39,7 @@ namespace {
 
 constexpr int kProfiles = 200;
 constexpr int kBatch = 64, kChunks = 8;
+const PipeDreamOptions kAsPlanned{true, PipeDreamPricing::kAsPlanned};
 
 // A random chain of 8..32 layers. Per profile, a scale of per-sample forward time (0.002..2 ms)
 // and of activations (0.05..8 MiB a sample), both log-uniform, so that compute-bound and
@@ -103,12 +109,13 @@ Partition partition_of(const Plan& plan, int requested_dp) {
 }
 
 // The slowest-stage time the partitioner predicts: the objective it minimises. balance-time:
-// the largest stage's forward + backward; pipedream-dp: its program's A(L, m); the others
+// the largest stage's forward + backward; pipedream-dp: the period of the plan the planner builds
+// (planned_period_s, what its search minimises); the others
 // (optimal's and mixed-pipe's objective, and for uniform, balance-size, autopipe and metis, which
 // minimise no time, the common reference): FTPipe's stage period on the slowest device,
 // bottleneck_time().
 double predicted_s(const std::string& name, const PartitionRequest& r, const Partition& p) {
-  if (name == "pipedream-dp") return pipedream_plan(r).bottleneck_s;
+  if (name == "pipedream-dp") return pipedream_plan(r, kAsPlanned).bottleneck_s;
   if (name != "balance-time") return bottleneck_time(r, p);
   double worst = 0;
   for (const auto& layers : p.stages) {
@@ -120,26 +127,31 @@ double predicted_s(const std::string& name, const PartitionRequest& r, const Par
   return worst;
 }
 
-// PipeDream's stage period as the planner runs a replicated stage: its m replicas as dp = m with
-// micro-batches of b / m samples (so compute at b / m, not compute(b) / m: per-call overheads do
-// not shrink), and the all-reduce once per step after the last backward, not overlapped: the
-// largest over stages of C(b / m) + W / M. (Borders are left out: every plan measured here is
-// one stage, data parallel.)
-double as_executed_s(const PartitionRequest& r, const Partition& p, double executed_b) {
+// Other prices of pipedream-dp's data-parallel plans (one stage, dp = m: no transfers), at the
+// micro-batch the plan runs (b / m) unless said otherwise; W the ring all-reduce of the stage's
+// gradients over its replicas, once per M micro-batches.
+struct OtherPrices {
+  double paper = 0;       // Section 3.1: max(C(b), W / M) / m, the requested micro-batch b
+  double overlapped = 0;  // max(C(b / m), W / M): the all-reduce hidden behind compute
+  double serial = 0;      // C(b / m) + W / M: the all-reduce after compute, none of it hidden
+};
+OtherPrices other_prices(const PartitionRequest& r, const Partition& p) {
   const CostModel& cm = *r.cost;
-  double worst = 0;
-  int machine = 0;
-  for (int s = 0; s < p.num_stages(); ++s) {
+  OtherPrices out;
+  const int K = p.num_stages(), m = p.replicas_of(0);
+  for (int s = 0; s < K; ++s) {
     const auto& layers = p.stages[static_cast<size_t>(s)];
-    const int m = p.replicas_of(s);
-    const StageCost c = cm.stage_cost(layers, executed_b);
-    std::vector<int> devices;
-    for (int k = 0; k < m; ++k) devices.push_back(machine + k);
-    const double sync = m > 1 ? cm.allreduce_s(c.param_bytes, devices) / r.micro_batches : 0;
-    worst = std::max(worst, c.forward_s + c.backward_s + sync);
-    machine += m;
+    const StageCost at_b = cm.stage_cost(layers, r.micro_batch);
+    const StageCost c = cm.stage_cost(layers, r.micro_batch / m);
+    std::vector<int> devices;  // as the planner places replicas: replica rho's stage s at rho K + s
+    for (int rho = 0; rho < m; ++rho) devices.push_back(rho * K + s);
+    const double w = cm.allreduce_s(c.param_bytes, devices) / r.micro_batches;
+    const double compute = c.forward_s + c.backward_s;
+    out.paper = std::max(out.paper, std::max(at_b.forward_s + at_b.backward_s, w) / m);
+    out.overlapped = std::max(out.overlapped, std::max(compute, w));
+    out.serial = std::max(out.serial, compute + w);
   }
-  return worst;
+  return out;
 }
 
 // A chain pipeline's period as the simulator runs PipeDream's 1F1B: the longest of a stage's
@@ -185,9 +197,12 @@ double round_trip_s(const PartitionRequest& r, const Partition& p) {
 }
 
 struct Gaps {
-  std::vector<double> executed;  // pipedream-dp: the same against as_executed_s
-  std::vector<double> serial;    // chains without replicas: against round_trip_s
-  std::vector<double> gaps;      // (simulated - predicted) / predicted
+  // pipedream-dp's data-parallel plans: the objective's gaps and those of the other prices
+  // (other_prices); and the plans' shapes
+  std::vector<double> dp_only, paper, overlapped, serial_allreduce;
+  int pipelined = 0, both = 0;  // K > 1 with dp = 1, and K > 1 with dp > 1
+  std::vector<double> serial;   // chains without replicas: against round_trip_s
+  std::vector<double> gaps;     // (simulated - predicted) / predicted
   int replicated = 0, skipped = 0;
   double plan_s = 0;
   double median() const {
@@ -241,7 +256,7 @@ void measure(const Profile& profile, const Cluster& cluster, int K, const std::s
   const Priced priced(plan, r);
   const Partition part = partition_of(plan, r.dp);
   if (name == "pipedream-dp") {
-    ASSERT_EQ(pipedream_plan(priced.request).partition.stages, part.stages);
+    ASSERT_EQ(pipedream_plan(priced.request, kAsPlanned).partition.stages, part.stages);
   }
   const double predicted = predicted_s(name, priced.request, part);
   const PlanContext ctx(plan, 0);
@@ -249,7 +264,15 @@ void measure(const Profile& profile, const Cluster& cluster, int K, const std::s
   auto gap = [&](double reference) { return (simulated - reference) / reference; };
   out.gaps.push_back(gap(predicted));
   if (name == "pipedream-dp") {
-    out.executed.push_back(gap(as_executed_s(priced.request, part, plan.micro_batch_size())));
+    if (plan.num_stages() > 1) {
+      ++(plan.dp > r.dp ? out.both : out.pipelined);
+    } else if (plan.dp > r.dp) {
+      const OtherPrices o = other_prices(priced.request, part);
+      out.dp_only.push_back(gap(predicted));
+      out.paper.push_back(gap(o.paper));
+      out.overlapped.push_back(gap(o.overlapped));
+      out.serial_allreduce.push_back(gap(o.serial));
+    }
   }
   if (plan.dp == r.dp && plan.devices_per_replica() == plan.num_stages()) {
     out.serial.push_back(gap(round_trip_s(priced.request, part)));
@@ -271,12 +294,11 @@ const std::map<std::string, Bound>& measured_bounds() {
       {"balance-size", {600, 0, 0, 0.9147}},
       {"autopipe", {600, 0, 0, 0.8271}},
       {"optimal", {600, 0, 0, 1.2200}},
-      {"pipedream-dp", {600, 0.1164, 0.0012, 10.8488}},
+      {"pipedream-dp", {600, 0, -0.0007, 0.0024}},
       {"mixed-pipe", {600, 0, 0, 0.9175}},
       {"metis", {78, 0, 0, 0.7248}},
       // The simulator-consistent periods the document compares with.
       {"optimal (round trip)", {600, 0, -0.0016, 0.3494}},
-      {"pipedream-dp (executed)", {600, -0.0244, -0.0790, 0}},
   };
   return b;
 }
@@ -292,7 +314,9 @@ void expect_within(const std::string& label, const std::vector<double>& gaps) {
   EXPECT_LE(*hi, b.highest + std::max(0.02, 0.1 * std::abs(b.highest))) << label;
 }
 
-TEST(PartitionVsSim, ObjectivesAgainstSimulatedSteadyStatePerMicroBatch) {
+// kProfiles seeded random chains x 3 shipped clusters of different kinds (an NVLink node, a
+// PCIe node of little bandwidth, two nodes of PCIe GPUs), each partitioner's plan measured.
+std::map<std::string, Gaps> sample(const std::vector<std::string>& names) {
   const Catalog catalog = Catalog::load(test::source_dir() + "/hardware");
   const std::vector<Cluster> clusters = {load_cluster("dgx-h100", catalog),
                                          load_cluster("ftpipe-8x-2080ti", catalog),
@@ -304,17 +328,27 @@ TEST(PartitionVsSim, ObjectivesAgainstSimulatedSteadyStatePerMicroBatch) {
     const int K =
         std::min(profile.num_layers(), 2 << std::uniform_int_distribution<int>(0, 2)(rng));
     for (const Cluster& cluster : clusters) {
-      for (const auto& name : partitioner_names()) measure(profile, cluster, K, name, gaps[name]);
+      for (const auto& name : names) measure(profile, cluster, K, name, gaps[name]);
     }
   }
+  return gaps;
+}
+
+void print_header() {
   std::printf("%-24s %5s %5s %7s %9s %6s %9s %9s %7s\n", "partitioner", "plans", "dp>1", "skipped",
               "median", "<=1%", "p90|gap|", "worst", "plan");
-  auto row = [](const std::string& label, const Gaps& g) {
-    const auto [lo, hi] = std::minmax_element(g.gaps.begin(), g.gaps.end());
-    std::printf("%-24s %5zu %5d %7d %+8.2f%% %5.0f%% %8.2f%% %+8.2f%% %6.1fs  [%+.4f, %+.4f]\n",
-                label.c_str(), g.gaps.size(), g.replicated, g.skipped, 100 * g.median(),
-                100 * g.within(0.01), 100 * g.p90(), 100 * g.worst(), g.plan_s, *lo, *hi);
-  };
+}
+
+void row(const std::string& label, const Gaps& g) {
+  const auto [lo, hi] = std::minmax_element(g.gaps.begin(), g.gaps.end());
+  std::printf("%-24s %5zu %5d %7d %+8.2f%% %5.0f%% %8.2f%% %+8.2f%% %6.1fs  [%+.4f, %+.4f]\n",
+              label.c_str(), g.gaps.size(), g.replicated, g.skipped, 100 * g.median(),
+              100 * g.within(0.01), 100 * g.p90(), 100 * g.worst(), g.plan_s, *lo, *hi);
+}
+
+TEST(PartitionVsSim, ObjectivesAgainstSimulatedSteadyStatePerMicroBatch) {
+  std::map<std::string, Gaps> gaps = sample(partitioner_names());
+  print_header();
   for (const auto& name : partitioner_names()) row(name, gaps[name]);
   std::printf("against the simulator-consistent periods:\n");
   for (const auto& name : partitioner_names()) {
@@ -322,12 +356,39 @@ TEST(PartitionVsSim, ObjectivesAgainstSimulatedSteadyStatePerMicroBatch) {
     s.gaps = gaps[name].serial;
     if (!s.gaps.empty()) row(name + " (round trip)", s);
   }
-  Gaps e;
-  e.gaps = gaps["pipedream-dp"].executed;
-  row("pipedream-dp (executed)", e);
   for (const auto& name : partitioner_names()) expect_within(name, gaps[name].gaps);
   expect_within("optimal (round trip)", gaps["optimal"].serial);
-  expect_within("pipedream-dp (executed)", gaps["pipedream-dp"].executed);
+}
+
+// The must-show of pipedream-dp's as-planned pricing: on every plan the planner builds from its
+// answer (uniform replication or none: the planner runs no other), its objective is within 5% of
+// the simulated steady-state time per micro-batch. Its data-parallel plans are also priced by the
+// paper's formula and by the all-reduce hidden or not (docs/partition-memory.md quotes them).
+TEST(PartitionVsSim, PipeDreamObjectiveIsThePlannedPeriod) {
+  std::map<std::string, Gaps> gaps = sample({"pipedream-dp"});
+  const Gaps& g = gaps["pipedream-dp"];
+  std::printf(
+      "pipedream-dp: %zu plans: %d data parallel only, %d pipelines, %d both, %zu one "
+      "device\n",
+      g.gaps.size(), g.replicated - g.both, g.pipelined, g.both,
+      g.gaps.size() - static_cast<size_t>(g.replicated + g.pipelined));
+  print_header();
+  row("as planned (objective)", g);
+  std::printf("its data-parallel plans, priced otherwise:\n");
+  for (const auto& [label, v] : {std::make_pair("as planned", &g.dp_only),
+                                 std::make_pair("paper, max(C(b),W/M)/m", &g.paper),
+                                 std::make_pair("max(C(b/m), W/M)", &g.overlapped),
+                                 std::make_pair("C(b/m) + W/M", &g.serial_allreduce)}) {
+    Gaps other;
+    other.gaps = *v;
+    row(label, other);
+  }
+  EXPECT_EQ(g.skipped, 0);
+  EXPECT_EQ(g.gaps.size(), static_cast<size_t>(3 * kProfiles));
+  EXPECT_GT(g.pipelined + g.both, 50);  // pipelines are exercised, not only data parallelism
+  EXPECT_GT(g.replicated, 50);
+  for (double gap : g.gaps) ASSERT_LE(std::abs(gap), 0.05);
+  EXPECT_LE(std::abs(g.worst()), 0.05);
 }
 
 }  // namespace

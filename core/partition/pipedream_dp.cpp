@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -167,7 +168,123 @@ class Program {
   std::vector<HeldSet> bounds_;  // by bound_index; empty: a position-free limit
 };
 
-PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware) {
+// --- As planned -------------------------------------------------------------------------------
+// The plan sim/planner.cpp builds from a uniform answer (every stage on m machines): dp = m
+// pipelines of K stages, replica rho's stage s on device rho * K + s, micro-batches of b / m.
+
+// The devices of stage s's replicas.
+std::vector<int> replica_devices(int s, int K, int m) {
+  std::vector<int> devices;
+  for (int rho = 0; rho < m; ++rho) devices.push_back(rho * K + s);
+  return devices;
+}
+
+// One border's transfer at micro-batch b: the slowest of the m replicas' links.
+double border_s(const CostModel& cm, double bytes, int s, int K, int m) {
+  double worst = 0;
+  if (bytes <= 0) return 0;
+  for (int rho = 0; rho < m; ++rho)
+    worst = std::max(worst, cm.transfer_s(bytes, rho * K + s, rho * K + s + 1));
+  return worst;
+}
+
+// What a stage adds to its step beyond its backwards: the DDP buckets' all-reduces, chained on
+// the collective stream from their ready offsets in the step's last backward (the simulator's
+// AllReduce actions, core/schedule/data_parallel.hpp), past the end of that backward, and the
+// optimizer step, which waits for them (docs/design.md "Cost model terms").
+double step_overhead_s(const CostModel& cm, const StageCost& c, const std::vector<int>& devices,
+                       bool new_version) {
+  double end = 0;
+  if (devices.size() > 1) {
+    for (size_t k = 0; k < c.buckets.size(); ++k) {
+      end = std::max(end, c.bucket_ready_s[k]) + cm.allreduce_s(c.buckets[k].bytes, devices);
+    }
+  }
+  return std::max(0.0, end - c.backward_s) +
+         (new_version ? c.optimizer_new_version_s : c.optimizer_s);
+}
+
+// The as-planned search: for every replica count m the plan can have (b / m whole samples) and
+// every pipeline length K with K m <= P, the contiguous split minimising the largest stage term
+// (its step, and what its device receives) by min_max_split; then the candidate whose
+// planned_period_s is least (fewer replicas, then fewer stages, on ties). The split is the best
+// for the stage terms, not necessarily for the period, which couples the stages.
+class PlannedSearch {
+ public:
+  PlannedSearch(const PartitionRequest& r, bool memory_aware)
+      : r_(r), L_(r.cost->num_layers()), memory_aware_(memory_aware) {}
+
+  PipeDreamPlan run() {
+    PipeDreamPlan out;
+    out.bottleneck_s = kInf;
+    for (int m = 1; m <= r_.num_stages; ++m) {
+      const double b = r_.micro_batch / m;
+      if (m > 1 && (b < 1 || std::abs(b - std::round(b)) > 1e-9)) continue;
+      PartitionRequest rm = r_;
+      rm.micro_batch = b;
+      const RangeScanner scan(rm);
+      costs_.clear();
+      costs_.resize(static_cast<size_t>(L_ + 1) * static_cast<size_t>(L_ + 1));
+      for (int K = 1; K <= std::min(L_, r_.num_stages / m); ++K) {
+        const std::vector<int> sizes = min_max_split(
+            scan, K, [&](const RangeTerms& t, int k) { return stage_term(scan, rm, t, k, K, m); });
+        if (sizes.empty()) continue;
+        Partition p = contiguous_partition(sizes);
+        if (m > 1) p.replicas.assign(static_cast<size_t>(K), m);
+        const double period = planned_period_s(r_, p);
+        const double tol =
+            1e-12 * std::max(period, out.bottleneck_s == kInf ? 0 : out.bottleneck_s);
+        if (period < out.bottleneck_s - tol) {  // m and K grow: ties keep the smaller
+          out.partition = std::move(p);
+          out.bottleneck_s = period;
+          out.stage_memory_bytes.clear();
+          for (int s = 0; s < K; ++s) {
+            out.stage_memory_bytes.push_back(
+                stage_memory_bytes(rm, out.partition.stages[static_cast<size_t>(s)], s, K));
+          }
+        }
+      }
+    }
+    if (out.bottleneck_s == kInf) out.bottleneck_s = 0;
+    return out;
+  }
+
+ private:
+  // Stage k of K on m replicas: its step, and what its device receives (activations from stage
+  // k - 1, gradients from stage k + 1, one after the other on its receive stream); +inf over the
+  // memory limit.
+  double stage_term(const RangeScanner& scan, const PartitionRequest& rm, const RangeTerms& t,
+                    int k, int K, int m) {
+    if (memory_aware_ && r_.memory_limit_bytes > 0 &&
+        scan.memory(t, k, K) > r_.memory_limit_bytes) {
+      return kInf;
+    }
+    const CostModel& cm = *r_.cost;
+    std::unique_ptr<StageCost>& c =
+        costs_[static_cast<size_t>(t.begin) * static_cast<size_t>(L_ + 1) +
+               static_cast<size_t>(t.end)];
+    if (!c) {
+      std::vector<int> layers;
+      for (int l = t.begin; l < t.end; ++l) layers.push_back(l);
+      c = std::make_unique<StageCost>(cm.stage_cost(layers, rm.micro_batch));
+    }
+    const double step = c->forward_s + c->backward_s +
+                        step_overhead_s(cm, *c, replica_devices(k, K, m), k + 1 < K) /
+                            std::max(1, r_.micro_batches);
+    const double in =
+        k > 0 ? border_s(cm, scan.cut_bytes(t.begin) * rm.micro_batch, k - 1, K, m) : 0;
+    const double out =
+        t.end < L_ ? border_s(cm, scan.cut_bytes(t.end) * rm.micro_batch, k, K, m) : 0;
+    return std::max(step, in + out);
+  }
+
+  const PartitionRequest& r_;
+  const int L_;
+  const bool memory_aware_;
+  std::vector<std::unique_ptr<StageCost>> costs_;  // by begin * (L + 1) + end, for the current m
+};
+
+PipeDreamPlan paper_plan(const PartitionRequest& r, bool memory_aware) {
   Program program(r, memory_aware);
   program.bound_positions();
   program.run();
@@ -181,26 +298,179 @@ PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware) {
     out.stage_memory_bytes.push_back(
         stage_memory_bytes(r, out.partition.stages[static_cast<size_t>(s)], s, K));
   }
+  return out;
+}
+
+PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware, PipeDreamPricing pricing) {
+  PipeDreamPlan out = pricing == PipeDreamPricing::kPaper ? paper_plan(r, memory_aware)
+                                                          : PlannedSearch(r, memory_aware).run();
   for (size_t s = 0; s < out.stage_memory_bytes.size(); ++s) {
     if (out.stage_memory_bytes[s] > out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)]) {
       out.worst_stage = static_cast<int>(s);
     }
   }
-  if (r.memory_limit_bytes > 0) {
+  if (r.memory_limit_bytes > 0 && !out.stage_memory_bytes.empty()) {
     out.over_limit_bytes = std::max(
         0.0, out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)] - r.memory_limit_bytes);
   }
   return out;
 }
 
+// A chain pipeline's costs for AsyncChain: per stage the forward and backward of one
+// micro-batch and what its step adds once per M micro-batches (step_overhead_s); per border s
+// the transfer between stages s and s + 1 (activations forward, gradients back).
+struct ChainTimes {
+  std::vector<double> forward, backward, step, hop;
+  int micro_batches = 1;
+};
+
+// The steady-state time per micro-batch of PipeDream's asynchronous 1F1B on a chain, timed as the
+// simulator times it (docs/design.md "The schedule IR"): each device runs its compute in the
+// order of core/schedule/async_order.hpp (K - k forwards, then one backward and one forward), a
+// step's all-reduce tail and optimizer step after every M-th backward; it has one send stream,
+// taking its tensors in the order they are produced, and one receive stream, taking them in the
+// order they are consumed; a transfer starts when its tensor is ready and both streams are free.
+// The receive stream's order is what a closed form misses: a gradient that is ready waits behind
+// an activation the device needs later (core/schedule/transfer_order.hpp). Run for steps enough
+// for a steady window: the first and last ceil(K / M) + 1 (fill and drain take K micro-batches;
+// core/metrics.hpp leaves out K steps) left out, six measured.
+class AsyncChain {
+ public:
+  explicit AsyncChain(const ChainTimes& c)
+      : c_(c),
+        K_(static_cast<int>(c.forward.size())),
+        M_(c.micro_batches),
+        edge_((K_ + M_ - 1) / M_ + 1),
+        J_(M_ * (2 * edge_ + 6)) {
+    const size_t n = static_cast<size_t>(K_) * static_cast<size_t>(J_);
+    for (auto* v : {&fwd_, &bwd_, &act_, &grad_}) v->assign(n, -1);
+    order_.resize(static_cast<size_t>(K_));
+    for (int k = 0; k < K_; ++k) {  // core/schedule/async_order.hpp
+      auto& q = order_[static_cast<size_t>(k)];
+      int next = 0;
+      for (; next < std::min(K_ - k, J_); ++next) q.push_back({true, next});
+      for (int mb = 0; mb < J_; ++mb) {
+        q.push_back({false, mb});
+        if (next < J_) q.push_back({true, next++});
+      }
+    }
+    for (auto* v : {&cpos_, &spos_, &rpos_}) v->assign(static_cast<size_t>(K_), 0);
+    for (auto* v : {&cfree_, &sfree_, &rfree_}) v->assign(static_cast<size_t>(K_), 0);
+  }
+
+  // The time per micro-batch between the ends of stage 0's optimizer steps, the first and last
+  // `edge_` steps left out.
+  double period() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int k = 0; k < K_; ++k) progress = compute(k) | send(k) | progress;
+    }
+    const size_t first = static_cast<size_t>(edge_), last = steps_.size() - 1 - first;
+    return (steps_[last] - steps_[first - 1]) / (static_cast<double>(last - first + 1) * M_);
+  }
+
+ private:
+  struct Item {
+    bool forward;
+    int mb;
+  };
+  size_t at(int k, int mb) const {
+    return static_cast<size_t>(k) * static_cast<size_t>(J_) + static_cast<size_t>(mb);
+  }
+  // Device k's compute, as far as its inputs are known: a forward needs its activations, a
+  // backward its gradient (received, or on the last stage its own forward).
+  bool compute(int k) {
+    const auto& q = order_[static_cast<size_t>(k)];
+    size_t& pos = cpos_[static_cast<size_t>(k)];
+    double& free = cfree_[static_cast<size_t>(k)];
+    const size_t start = pos;
+    for (; pos < q.size(); ++pos) {
+      const Item it = q[pos];
+      const double need = it.forward ? (k > 0 ? act_[at(k, it.mb)] : 0)
+                                     : (k + 1 < K_ ? grad_[at(k, it.mb)] : fwd_[at(k, it.mb)]);
+      if (need < 0) break;
+      const size_t i = static_cast<size_t>(k);
+      free = std::max(free, need) + (it.forward ? c_.forward[i] : c_.backward[i]);
+      (it.forward ? fwd_ : bwd_)[at(k, it.mb)] = free;
+      if (!it.forward && (it.mb + 1) % M_ == 0) {
+        free += c_.step[i];
+        if (k == 0) steps_.push_back(free);
+      }
+    }
+    return pos != start;
+  }
+  // Skips the items of device k's order that move no tensor over `moves`.
+  template <class Moves>
+  void skip(int k, std::vector<size_t>& pos, Moves moves) const {
+    const auto& q = order_[static_cast<size_t>(k)];
+    size_t& p = pos[static_cast<size_t>(k)];
+    while (p < q.size() && !moves(q[p])) ++p;
+  }
+  // Device k's next send, once its tensor exists and its receiver's receive stream is at it.
+  bool send(int k) {
+    skip(k, spos_, [&](const Item& it) { return it.forward ? k + 1 < K_ : k > 0; });
+    const auto& q = order_[static_cast<size_t>(k)];
+    if (spos_[static_cast<size_t>(k)] == q.size()) return false;
+    const Item it = q[spos_[static_cast<size_t>(k)]];
+    const int to = it.forward ? k + 1 : k - 1;
+    skip(to, rpos_, [&](const Item& r) { return r.forward ? to > 0 : to + 1 < K_; });
+    const auto& rq = order_[static_cast<size_t>(to)];
+    const size_t r = rpos_[static_cast<size_t>(to)];
+    const double ready = (it.forward ? fwd_ : bwd_)[at(k, it.mb)];
+    if (ready < 0 || r == rq.size() || rq[r].mb != it.mb || rq[r].forward != it.forward) {
+      return false;
+    }
+    double& sfree = sfree_[static_cast<size_t>(k)];
+    double& rfree = rfree_[static_cast<size_t>(to)];
+    sfree = rfree = std::max({ready, sfree, rfree}) + c_.hop[static_cast<size_t>(std::min(k, to))];
+    (it.forward ? act_ : grad_)[at(to, it.mb)] = sfree;
+    ++spos_[static_cast<size_t>(k)];
+    ++rpos_[static_cast<size_t>(to)];
+    return true;
+  }
+
+  const ChainTimes& c_;
+  const int K_, M_, edge_, J_;  // edge_: steps of fill (and of drain); J_: micro-batches run
+  // End times by at(stage, micro-batch), -1 until known: forwards, backwards, activations into
+  // and gradients out of the stage (received).
+  std::vector<double> fwd_, bwd_, act_, grad_;
+  std::vector<double> steps_;                  // ends of stage 0's optimizer steps
+  std::vector<std::vector<Item>> order_;       // per device: compute order = consumption order
+  std::vector<size_t> cpos_, spos_, rpos_;     // per device: next compute, send, receive
+  std::vector<double> cfree_, sfree_, rfree_;  // per device: when each stream is free
+};
+
 }  // namespace
+
+double planned_period_s(const PartitionRequest& r, const Partition& p) {
+  const CostModel& cm = *r.cost;
+  const int K = p.num_stages(), m = p.replicas_of(0);
+  const double b = r.micro_batch / m;
+  ChainTimes c;
+  c.micro_batches = std::max(1, r.micro_batches);
+  for (int s = 0; s < K; ++s) {
+    const auto& layers = p.stages[static_cast<size_t>(s)];
+    const StageCost sc = cm.stage_cost(layers, b);
+    c.forward.push_back(sc.forward_s);
+    c.backward.push_back(sc.backward_s);
+    c.step.push_back(step_overhead_s(cm, sc, replica_devices(s, K, m), s + 1 < K));
+    if (s + 1 < K) {
+      double cut = 0;  // every edge across the border after stage s
+      for (const auto& e : cm.graph().edges()) {
+        if (e.from <= layers.back() && e.to > layers.back()) cut += e.bytes_per_sample;
+      }
+      c.hop.push_back(border_s(cm, cut * b, s, K, m));
+    }
+  }
+  return AsyncChain(c).period();
+}
 
 PipeDreamPlan pipedream_plan(const PartitionRequest& r, const PipeDreamOptions& options) {
   const std::string who = "partitioner pipedream-dp";
   check_partition_request(r, who);
-  PipeDreamPlan plan = plan_once(r, options.memory_aware);
+  PipeDreamPlan plan = plan_once(r, options.memory_aware, options.pricing);
   if (!plan.partition.stages.empty()) return plan;
-  const PipeDreamPlan blind = plan_once(r, false);
+  const PipeDreamPlan blind = plan_once(r, false, options.pricing);
   // The leanest pipeline: over every stage count, the contiguous split with one machine a stage
   // whose largest stage needs least (replicas need as much each as one copy).
   const RangeScanner scan(r);
