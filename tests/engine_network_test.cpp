@@ -3,6 +3,7 @@
 // rendezvous ends with the member that moves the data, and concurrent all-reduces share a NIC.
 #include <gtest/gtest.h>
 
+#include "core/collective.hpp"
 #include "sim/engine.hpp"
 #include "tests/sim_test_util.hpp"
 
@@ -115,6 +116,33 @@ TEST(EngineNetwork, WithoutPeerToPeerCopiesShareTheSwitchUplink) {
     return testing::simulate(p, 3).metrics.iteration_time_s;
   };
   EXPECT_GT(iteration(false), iteration(true) * 1.05);
+}
+
+// Alone, an all-reduce's flows take what the cost model prices it at (the chosen algorithm's
+// time; hierarchical here, 2 ranks on each of 2 nodes, for the large buckets).
+TEST(EngineNetwork, AloneACollectiveTakesItsAlgorithmsTime) {
+  testing::PlanSpec p;
+  p.model = testing::uniform(4, 1, 2, "param_kb=65536");
+  p.stages = 1;  // no copies beside the all-reduces, which run one at a time
+  p.dp = 4;
+  p.cluster = testing::ideal_cluster(4, 16e9, 1e-5, 2);
+  p.cluster.inter_node = {"ib", "", kB, 2e-5};
+  p.cluster.topology = Topology{};
+  p.cluster.topology->nics_per_node = 2;  // each inter-node ring of the hierarchy has its NIC
+  const PlanContext ctx(testing::synthetic_plan(p), 1);
+  const SimResult r = simulate_plan(ctx);
+  int checked = 0;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.action.op != Op::kAllReduce) continue;
+    const double bytes = ctx.stages[static_cast<size_t>(e.action.stage)]
+                             .buckets[static_cast<size_t>(e.action.bucket)]
+                             .bytes;
+    EXPECT_EQ(allreduce_cost(p.cluster, bytes, {0, 1, 2, 3}).algorithm,
+              AllReduceAlgorithm::kHierarchical);
+    EXPECT_NEAR(e.duration(), ctx.cost.allreduce_s(bytes, {0, 1, 2, 3}), 1e-12);
+    ++checked;
+  }
+  EXPECT_GT(checked, 2);
 }
 
 }  // namespace
