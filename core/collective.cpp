@@ -89,10 +89,15 @@ std::vector<std::vector<int>> by_node(const Cluster& c, const std::vector<int>& 
 }  // namespace
 
 AllReduceCost allreduce_cost(const Cluster& c, double bytes, const std::vector<int>& devices) {
+  if (devices.size() < 2 || !c.topology) return allreduce_cost(c, {}, bytes, devices);
+  return allreduce_cost(c, topology_links(c), bytes, devices);
+}
+
+AllReduceCost allreduce_cost(const Cluster& c, const std::vector<double>& cap, double bytes,
+                             const std::vector<int>& devices) {
   const int n = static_cast<int>(devices.size());
   if (n < 2) return {};
   if (!c.topology) return flat_ring(c, bytes, devices);
-  const std::vector<double> cap = topology_links(c);
   std::vector<std::pair<int, int>> ring;
   for (int i = 0; i < n; ++i) ring.emplace_back(devices[i], devices[(i + 1) % n]);
   const Step r = step(c, cap, ring);

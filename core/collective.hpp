@@ -48,5 +48,8 @@ struct AllReduceCost {
 
 // An all-reduce of `bytes` per rank over cluster devices `devices`, in ring order.
 AllReduceCost allreduce_cost(const Cluster& cluster, double bytes, const std::vector<int>& devices);
+// The same with the topology's link resources already listed (topology_links(cluster)).
+AllReduceCost allreduce_cost(const Cluster& cluster, const std::vector<double>& links, double bytes,
+                             const std::vector<int>& devices);
 
 }  // namespace pipetwin

@@ -135,7 +135,7 @@ double CostModel::transfer_s(double bytes, int a, int b) const {
 }
 
 double CostModel::allreduce_s(double bytes, const std::vector<int>& devices) const {
-  return allreduce_cost(cluster_, bytes, devices).seconds;
+  return allreduce_cost(cluster_, links_, bytes, devices).seconds;
 }
 
 std::vector<Bucket> CostModel::ddp_buckets(const std::vector<int>& layers) const {

@@ -97,7 +97,8 @@ void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, Tas
     } else if (a.op == Op::kAllReduce && schedule.group_members(schedule.group(id))[0] == id) {
       const std::vector<int> ring = ring_of(ctx, schedule, id);
       if (ring.size() > 1) {
-        const AllReduceCost cost = allreduce_cost(cluster, bucket_bytes(ctx, a), ring);
+        const AllReduceCost cost =
+            allreduce_cost(cluster, g.net_capacity, bucket_bytes(ctx, a), ring);
         std::vector<Route> routes;
         for (size_t i = 0; i < ring.size(); ++i)
           routes.push_back(route(cluster, ring[i], ring[(i + 1) % ring.size()]));
