@@ -103,7 +103,7 @@ AllReduceCost allreduce_cost(const Cluster& c, const std::vector<double>& cap, d
   const Step r = step(c, cap, ring);
   AllReduceCost best{AllReduceAlgorithm::kRing, ring_allreduce_s(n, bytes, r.rate, r.latency),
                      2 * (n - 1) * r.latency};
-  // The tree's messages cross the same links as the ring's, at most as many at once.
+  // The tree at the ring's rate: an approximation, its messages go between other pairs of ranks.
   const double depth = std::ceil(std::log2(static_cast<double>(n)));
   const double tree = tree_allreduce_s(n, bytes, r.rate, r.latency);
   if (tree < best.seconds) best = {AllReduceAlgorithm::kTree, tree, 2 * depth * r.latency};
