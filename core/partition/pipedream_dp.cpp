@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -365,7 +366,9 @@ class AsyncChain {
       progress = false;
       for (int k = 0; k < K_; ++k) progress = compute(k) | send(k) | progress;
     }
-    const size_t first = static_cast<size_t>(edge_), last = steps_.size() - 1 - first;
+    const size_t first = static_cast<size_t>(edge_);
+    if (steps_.size() < 2 * first + 2) throw std::logic_error("AsyncChain: the chain stalled");
+    const size_t last = steps_.size() - 1 - first;
     return (steps_[last] - steps_[first - 1]) / (static_cast<double>(last - first + 1) * M_);
   }
 
