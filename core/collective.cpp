@@ -97,7 +97,9 @@ AllReduceCost allreduce_cost(const Cluster& c, const std::vector<double>& cap, d
                              const std::vector<int>& devices) {
   const int n = static_cast<int>(devices.size());
   if (n < 2) return {};
-  if (!c.topology) return flat_ring(c, bytes, devices);
+  const bool routed = c.topology && std::all_of(devices.begin(), devices.end(),
+                                                [&](int d) { return in_cluster(c, d); });
+  if (!routed) return flat_ring(c, bytes, devices);
   std::vector<std::pair<int, int>> ring;
   for (int i = 0; i < n; ++i) ring.emplace_back(devices[i], devices[(i + 1) % n]);
   const Step r = step(c, cap, ring);

@@ -126,7 +126,8 @@ double CostModel::device_slowdown(int device) const {
 
 double CostModel::transfer_s(double bytes, int a, int b) const {
   if (a == b || bytes <= 0) return 0;
-  if (cluster_.topology) {  // alone on its route: its slowest resource
+  if (cluster_.topology && in_cluster(cluster_, a) && in_cluster(cluster_, b)) {
+    // Alone on its route: its slowest resource.
     const Route r = route(cluster_, a, b);
     return r.latency + bytes / slowest_rate(links_, {r});
   }

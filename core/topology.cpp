@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -51,9 +52,17 @@ std::vector<double> topology_links(const Cluster& c) {
   return cap;
 }
 
+bool in_cluster(const Cluster& c, int d) {
+  return d >= 0 && d < c.num_devices();
+}
+
 Route route(const Cluster& c, int a, int b) {
   Route r;
   if (a == b || !c.topology) return r;
+  if (!in_cluster(c, a) || !in_cluster(c, b)) {
+    throw std::out_of_range(
+        fmt::format("route between devices {} and {} of a cluster of {}", a, b, c.num_devices()));
+  }
   const Topology& t = *c.topology;
   const Layout l = layout(c);
   const bool switches = l.switches_per_node > 0;

@@ -51,7 +51,11 @@ struct Route {
 // The cluster's link resources, in a fixed order: ports (up, down per device), switch uplinks
 // (up, down per switch), NICs (transmit, receive per NIC); their bandwidths in bytes/s.
 std::vector<double> topology_links(const Cluster& cluster);
-// The route of a copy from device a to device b (empty, zero latency, when a == b).
+// Whether d numbers one of the cluster's devices. Callers that price stages as if they were
+// devices (partitioners) may ask about others: they get the link's figures, as without a topology.
+bool in_cluster(const Cluster& cluster, int d);
+// The route of a copy from device a to device b (empty, zero latency, when a == b); throws
+// std::out_of_range for a device outside the cluster.
 Route route(const Cluster& cluster, int a, int b);
 // The rate of the slowest of several flows that run at once over these routes (bytes/s): the
 // first level of max-min progressive filling, min over links of capacity / flows crossing it

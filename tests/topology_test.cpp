@@ -143,5 +143,19 @@ TEST(Topology, CostModelPricesATransferAloneAtItsSlowestResource) {
   EXPECT_DOUBLE_EQ(CostModel(p, host).transfer_s(16e6, 0, 1), 2e-5 + 16e6 / 8e9);
 }
 
+// Partitioners price stage s to stage s + 1 as devices s and s + 1, past the cluster's last
+// device for the last stage: such a pair gets its link's figures, as without a topology.
+TEST(Topology, DevicesOutsideTheClusterGetTheLinksFigures) {
+  const Profile p = synthetic_profile(ModelSpec::parse("uniform:layers=4", "t"));
+  const Cluster host = cluster_with(
+      Json::parse(R"({"devices_per_pcie_switch": 4, "pcie_switch_bandwidth": 8e9, "p2p": false})"));
+  const CostModel cm(p, host);
+  EXPECT_DOUBLE_EQ(cm.transfer_s(16e6, 7, 8), 2e-5 + 16e6 / 10e9);  // node 1 to "node 2"
+  EXPECT_DOUBLE_EQ(cm.allreduce_s(16e6, {7, 8}), 16e6 / 10e9 + 2 * 2e-5);
+  EXPECT_FALSE(in_cluster(host, 8));
+  EXPECT_FALSE(in_cluster(host, -1));
+  EXPECT_THROW(route(host, 7, 8), std::out_of_range);
+}
+
 }  // namespace
 }  // namespace pipetwin
