@@ -9,8 +9,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include "core/profile.hpp"
 #include "core/trace_import/import.hpp"
+#include "core/trace_import/kineto.hpp"
+#include "test_util.hpp"
 #include "trace_import_real_util.hpp"
 
 namespace pipetwin::trace_import {
