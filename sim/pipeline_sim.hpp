@@ -4,9 +4,11 @@
 // device's compute, send, receive or collective stream, with the schedule's dependencies — and
 // gives it the cost model's duration: stage forward / backward / recompute / optimizer time (the
 // step in place, or into a new weight version where the old one is still read);
-// latency + bytes / bandwidth for a transfer (both ends busy for its length); the ring formula for
-// an all-reduce over the replicas of the stage, which may start once its bucket's last gradient
-// is produced inside the backward. The engine's start and end times become a predicted Timeline;
+// latency + bytes / bandwidth for a transfer (both ends busy for its length); the all-reduce
+// algorithm's time (core/collective.hpp) over the replicas of the stage, which may start once its
+// bucket's last gradient is produced inside the backward. On a cluster with a topology
+// (core/topology.hpp) transfers and all-reduces instead move as flows over the links they share,
+// at max-min fair rates recomputed whenever one starts or ends (sim/network/flow_model.hpp). The engine's start and end times become a predicted Timeline;
 // memory comes from walking the schedule (core/memory.hpp); metrics from core/metrics.hpp.
 // On devices that share a core, a forward, recompute or backward that starts after its device
 // waited costs the profile's cold-start extra for that wait (Profile::cold_pauses_s): the other
