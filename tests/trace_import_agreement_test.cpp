@@ -2,10 +2,11 @@
 // a model with a skip connection with Debian's python3-torch; their imported profiles must agree
 // with `pipetwin profile` of the same architectures built in models/ (the zoo's mlp and
 // mlp:skip=1), measured in the same test run: each layer's forward and backward within 20%, the
-// sum over the layers within 10%. CMake runs this suite alone (RUN_SERIAL): a test process beside
-// it on a 2-core machine would move one side's figures and not the other's. Skipped when that
-// Python cannot import torch or build/pipetwin is not built.
+// sum over the layers within 10%. A timing comparison: experiments/import_agreement.sh runs it, on
+// an otherwise idle machine, not ctest. Skipped when that Python cannot import torch or
+// build/pipetwin is not built.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -28,9 +29,10 @@ namespace {
 
 // Both sides at the sizes where a layer's matmuls, not per-operator overheads (the profiler's,
 // Python's), make its time: width 256, micro-batches 128 and 512 (on this VM a 512 x 256 x 256
-// matmul takes ~2 ms). Measured over three rounds, the sides interleaved; each side's figure for a
-// layer is its least over the rounds (each round's is already a median over steps or repeats): a
-// busy host only ever slows a measurement, so the least is the one it disturbed least.
+// matmul takes ~2 ms). Measured over three rounds (six at most, while the figures miss), the sides
+// interleaved; each side's figure for a layer is its least over the rounds (each round's is
+// already a median over steps or repeats): a busy host only ever slows a measurement, so the
+// least is the one it disturbed least.
 constexpr int kWidth = 256;
 const std::vector<int> kSizes = {128, 512};
 
@@ -48,12 +50,43 @@ struct Side {
   }
 };
 
+// Per layer and size: the imported figures over pipetwin profile's, forward and backward.
+std::map<std::pair<std::string, int>, std::pair<double, double>> ratios(const Side& imported,
+                                                                        const Side& own) {
+  std::map<std::pair<std::string, int>, std::pair<double, double>> out;
+  for (const auto& [key, mine] : imported.time) {
+    const auto it = own.time.find(key);
+    if (it == own.time.end()) continue;
+    out[key] = {mine.first / it->second.first, mine.second / it->second.second};
+  }
+  return out;
+}
+
+// Whether every layer is within 20% and every size's sum within 10%.
+bool within_bounds(const Side& imported, const Side& own) {
+  std::map<int, std::pair<double, double>> total;
+  for (const auto& [key, r] : ratios(imported, own)) {
+    if (std::abs(r.first - 1) > 0.20 || std::abs(r.second - 1) > 0.20) return false;
+    const auto& mine = imported.time.at(key);
+    const auto& theirs = own.time.at(key);
+    total[key.second].first += mine.first + mine.second;
+    total[key.second].second += theirs.first + theirs.second;
+  }
+  for (const auto& [b, t] : total) {
+    if (std::abs(t.first / t.second - 1) > 0.10) return false;
+  }
+  return true;
+}
+
 void expect_agreement(const std::string& script_model, const std::string& zoo_model,
                       const std::string& extra) {
   test::TempDir dir;
   Side imported, own;
-  constexpr int kRounds = 3;
-  for (int round = 0; round < kRounds; ++round) {
+  // Three rounds; while the figures miss, up to three more (a load spike on one side passes, a
+  // real difference stays).
+  constexpr int kRounds = 3, kMostRounds = 6;
+  for (int round = 0; round < kMostRounds; ++round) {
+    if (round >= kRounds && within_bounds(imported, own)) break;
     std::vector<KinetoTrace> traces;
     for (const auto& path : record(script_model, dir, kSizes, extra))
       traces.push_back(load_kineto_trace(path));
@@ -64,6 +97,7 @@ void expect_agreement(const std::string& script_model, const std::string& zoo_mo
                               binary(), zoo_model, fmt::join(kSizes, ","), out)),
               0);
     own.add(load_profile(out));
+    if (round + 1 >= kRounds) std::printf("after %d rounds\n", round + 1);
   }
   ASSERT_EQ(imported.time.size(), own.time.size());
   std::map<int, std::pair<double, double>> total;  // b -> imported, own (forward + backward)
