@@ -50,30 +50,32 @@ struct Side {
   }
 };
 
-// Per layer and size: the imported figures over pipetwin profile's, forward and backward.
-std::map<std::pair<std::string, int>, std::pair<double, double>> ratios(const Side& imported,
-                                                                        const Side& own) {
-  std::map<std::pair<std::string, int>, std::pair<double, double>> out;
+constexpr double kLayerBound = 0.20, kSumBound = 0.10;
+
+// Per micro-batch size: the sum over the layers of forward + backward, imported and pipetwin
+// profile's (the layers both sides have).
+std::map<int, std::pair<double, double>> sums(const Side& imported, const Side& own) {
+  std::map<int, std::pair<double, double>> out;
   for (const auto& [key, mine] : imported.time) {
     const auto it = own.time.find(key);
     if (it == own.time.end()) continue;
-    out[key] = {mine.first / it->second.first, mine.second / it->second.second};
+    out[key.second].first += mine.first + mine.second;
+    out[key.second].second += it->second.first + it->second.second;
   }
   return out;
 }
 
-// Whether every layer is within 20% and every size's sum within 10%.
+// Whether every layer is within kLayerBound and every size's sum within kSumBound.
 bool within_bounds(const Side& imported, const Side& own) {
-  std::map<int, std::pair<double, double>> total;
-  for (const auto& [key, r] : ratios(imported, own)) {
-    if (std::abs(r.first - 1) > 0.20 || std::abs(r.second - 1) > 0.20) return false;
-    const auto& mine = imported.time.at(key);
-    const auto& theirs = own.time.at(key);
-    total[key.second].first += mine.first + mine.second;
-    total[key.second].second += theirs.first + theirs.second;
+  for (const auto& [key, mine] : imported.time) {
+    const auto it = own.time.find(key);
+    if (it == own.time.end()) continue;
+    if (std::abs(mine.first / it->second.first - 1) > kLayerBound ||
+        std::abs(mine.second / it->second.second - 1) > kLayerBound)
+      return false;
   }
-  for (const auto& [b, t] : total) {
-    if (std::abs(t.first / t.second - 1) > 0.10) return false;
+  for (const auto& [b, t] : sums(imported, own)) {
+    if (std::abs(t.first / t.second - 1) > kSumBound) return false;
   }
   return true;
 }
@@ -100,7 +102,6 @@ void expect_agreement(const std::string& script_model, const std::string& zoo_mo
     if (round + 1 >= kRounds) std::printf("after %d rounds\n", round + 1);
   }
   ASSERT_EQ(imported.time.size(), own.time.size());
-  std::map<int, std::pair<double, double>> total;  // b -> imported, own (forward + backward)
   for (const auto& [key, mine] : imported.time) {
     const auto it = own.time.find(key);
     ASSERT_NE(it, own.time.end()) << key.first << " b=" << key.second;
@@ -110,15 +111,13 @@ void expect_agreement(const std::string& script_model, const std::string& zoo_mo
         key.first.c_str(), key.second, mine.first * 1e6, theirs.first * 1e6,
         100 * (mine.first / theirs.first - 1), mine.second * 1e6, theirs.second * 1e6,
         100 * (mine.second / theirs.second - 1));
-    EXPECT_NEAR(mine.first / theirs.first, 1, 0.20) << key.first << " b=" << key.second;
-    EXPECT_NEAR(mine.second / theirs.second, 1, 0.20) << key.first << " b=" << key.second;
-    total[key.second].first += mine.first + mine.second;
-    total[key.second].second += theirs.first + theirs.second;
+    EXPECT_NEAR(mine.first / theirs.first, 1, kLayerBound) << key.first << " b=" << key.second;
+    EXPECT_NEAR(mine.second / theirs.second, 1, kLayerBound) << key.first << " b=" << key.second;
   }
-  for (const auto& [b, t] : total) {
+  for (const auto& [b, t] : sums(imported, own)) {
     std::printf("total b=%d: %.2f ms imported, %.2f ms pipetwin profile (%+.1f%%)\n", b,
                 t.first * 1e3, t.second * 1e3, 100 * (t.first / t.second - 1));
-    EXPECT_NEAR(t.first / t.second, 1, 0.10) << "b=" << b;
+    EXPECT_NEAR(t.first / t.second, 1, kSumBound) << "b=" << b;
   }
 }
 
