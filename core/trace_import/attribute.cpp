@@ -13,10 +13,6 @@ namespace pipetwin::trace_import {
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 constexpr int kNone = -1;
 constexpr int kWarmUp = -2;  // in the first (warm-up) step
 constexpr const char* kBetween = "(between operators: Python, the profiler)";

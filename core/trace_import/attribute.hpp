@@ -55,6 +55,11 @@ inline constexpr std::string_view kOptimizerRange = "pipetwin.optimizer";
 inline constexpr std::string_view kOptimizerLayerPrefix = "pipetwin.optimizer:";
 inline constexpr std::string_view kBackwardPrefix = "autograd::engine::evaluate_function: ";
 
+// Whether `s` begins with `prefix` (the range names above).
+inline bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
 // Which ranges are the layers (--layers):
 //   children  every "pipetwin.layer:" range not nested in another one (the default); in a trace
 //             of module ranges, the model's child modules ("nn.Module: Linear_0" -> "Linear_0");

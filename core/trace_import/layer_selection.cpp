@@ -9,14 +9,6 @@
 
 namespace pipetwin::trace_import {
 
-namespace {
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-}  // namespace
-
 LayerSelection LayerSelection::parse(const std::string& spec) {
   LayerSelection s;
   if (spec.empty() || spec == "children") return s;
