@@ -113,6 +113,12 @@ void run_run(const RunArgs& given) {
           fmt::format("{}/replica{}_stage{}.pt", a.save_parameters, key.first, key.second),
           tensors);
     }
+    for (const auto& [key, tensors] : r.stage_copies) {
+      const auto [replica, stage, copy] = key;
+      exec::save_tensors(
+          fmt::format("{}/replica{}_stage{}_copy{}.pt", a.save_parameters, replica, stage, copy),
+          tensors);
+    }
   }
   if (env.rank != 0) return;
   if (!a.timeline.empty()) save_timeline(r.timeline, a.timeline);
@@ -224,7 +230,8 @@ void add_exec_commands(CLI::App& app) {
   cmd->add_option("--timeout", run->timeout_s, "seconds to wait for a peer before failing")
       ->capture_default_str();
   cmd->add_option("--save-parameters", run->save_parameters,
-                  "write the final weights of every hosted stage to DIR/replicaR_stageS.pt");
+                  "write the final weights of every hosted stage to DIR/replicaR_stageS.pt "
+                  "(a replicated stage's other copies to DIR/replicaR_stageS_copyK.pt)");
   cmd->add_flag("-q,--quiet", run->quiet, "print nothing");
   cmd->callback([run] { run_run(*run); });
 

@@ -13,9 +13,37 @@ namespace pipetwin {
 
 int Plan::devices_per_replica() const {
   int max_dev = 0;
-  for (const auto& s : stages) max_dev = std::max(max_dev, s.device);
+  for (const auto& s : stages) max_dev = std::max(max_dev, s.device + std::max(s.replicas, 1) - 1);
   return max_dev + 1;
 }
+
+bool Plan::replicates_stages() const {
+  return std::any_of(stages.begin(), stages.end(),
+                     [](const StagePlan& s) { return s.replicas > 1; });
+}
+
+namespace {
+
+// A replicated stage has its devices to itself (PipelineShape::stage_replicas).
+template <class Bad>
+void check_replicated_stages(const Plan& p, const Bad& bad) {
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    for (size_t t = s + 1; t < p.stages.size(); ++t) {
+      const StagePlan &a = p.stages[s], &b = p.stages[t];
+      if (a.replicas == 1 && b.replicas == 1) continue;
+      if (a.device < b.device + b.replicas && b.device < a.device + a.replicas) {
+        bad(fmt::format("stages[{}].device", t),
+            fmt::format("stage {} shares a device with stage {}, whose {} replicas need devices "
+                        "{}..{} to themselves",
+                        t, s, a.replicas > 1 ? a.replicas : b.replicas,
+                        a.replicas > 1 ? a.device : b.device,
+                        a.replicas > 1 ? a.device + a.replicas - 1 : b.device + b.replicas - 1));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void Plan::validate(const std::string& origin) const {
   auto bad = [&](const std::string& field, const std::string& what) {
@@ -45,6 +73,15 @@ void Plan::validate(const std::string& origin) const {
     const std::string field = fmt::format("stages[{}]", s);
     if (stages[s].layers.empty()) bad(field + ".layers", "a stage needs at least one layer");
     if (stages[s].device < 0) bad(field + ".device", "must not be negative");
+    if (stages[s].replicas < 1) {
+      bad(field + ".replicas", fmt::format("must be positive ({} given)", stages[s].replicas));
+    }
+    if (chunks % stages[s].replicas != 0) {
+      bad(field + ".replicas",
+          fmt::format("{} replicas do not divide chunks M = {}: each replica takes M / replicas "
+                      "micro-batches of a mini-batch",
+                      stages[s].replicas, chunks));
+    }
     for (int l : stages[s].layers) {
       if (l < 0 || l >= L) bad(field + ".layers", fmt::format("layer {} out of range 0..{}", l, L - 1));
       if (owner[static_cast<size_t>(l)] >= 0) {
@@ -59,6 +96,7 @@ void Plan::validate(const std::string& origin) const {
                                 profile.layers[static_cast<size_t>(l)].name));
     }
   }
+  if (replicates_stages()) check_replicated_stages(*this, bad);
   const int needed = dp * devices_per_replica();
   if (!placement.empty()) {
     if (static_cast<int>(placement.size()) != needed) {
@@ -95,7 +133,11 @@ Json plan_to_json(const Plan& p) {
   doc["dp"] = p.dp;
   doc["checkpoint"] = checkpoint_name(p.checkpoint);
   Json stages = Json::array();
-  for (const auto& s : p.stages) stages.push_back({{"layers", s.layers}, {"device", s.device}});
+  for (const auto& s : p.stages) {
+    Json stage = {{"layers", s.layers}, {"device", s.device}};
+    if (s.replicas != 1) stage["replicas"] = s.replicas;
+    stages.push_back(stage);
+  }
   doc["stages"] = stages;
   if (!p.placement.empty()) doc["placement"] = p.placement;
   if (p.iterations > 0) doc["iterations"] = p.iterations;
@@ -132,10 +174,11 @@ Plan plan_from_json(const JsonView& doc) {
     doc.at("checkpoint").fail(fmt::format("expected none, except_last or always, got \"{}\"", ck));
   }
   for (const auto& s : doc.at("stages").items()) {
-    s.allow_only({"layers", "device"});
+    s.allow_only({"layers", "device", "replicas"});
     StagePlan sp;
     for (const auto& l : s.at("layers").items()) sp.layers.push_back(l.as_int32());
     sp.device = s.int32("device");
+    sp.replicas = s.int32_or("replicas", 1);
     p.stages.push_back(std::move(sp));
   }
   if (auto pl = doc.find("placement")) {
@@ -209,6 +252,9 @@ PlanContext::PlanContext(const Plan& p, int iterations)
   }
   shape.num_stages = S;
   for (const auto& st : plan.stages) shape.stage_device.push_back(st.device);
+  if (plan.replicates_stages()) {
+    for (const auto& st : plan.stages) shape.stage_replicas.push_back(st.replicas);
+  }
   shape.devices_per_replica = plan.devices_per_replica();
   shape.replicas = plan.dp;
   shape.micro_batches = plan.chunks;

@@ -2,10 +2,11 @@
 //
 // A plan names the model (zoo name or synthetic spec) and carries the profile and the cluster it
 // was made for, so one plan file drives both `pipetwin simulate` and `pipetwin run` with nothing
-// else (docs/design.md "Formats"). It states the partition (layer -> stage -> device), the schedule, the
-// global batch size, the chunk count M, the data-parallel width, checkpointing, frozen layers and
-// the DDP bucket sizes. Format "pipetwin.plan" version 1 (JSON); every field is validated on load
-// with an error naming the file and the field.
+// else (docs/design.md "Formats"). It states the partition (layer -> stage -> device), the
+// schedule, the global batch size, the chunk count M, the data-parallel width, checkpointing,
+// frozen layers and the DDP bucket sizes. A stage may be replicated within the pipeline
+// (`replicas`, PipeDream's "15-1" plans). Format "pipetwin.plan" version 1 (JSON); every field is
+// validated on load with an error naming the file and the field.
 //
 // PlanContext derives, once, what the engines need: the cost model, the pipeline shape, the
 // per-stage costs and the placement of replica devices on cluster devices.
@@ -26,7 +27,10 @@ namespace pipetwin {
 
 struct StagePlan {
   std::vector<int> layers;  // model layer indices, in model order
-  int device = 0;           // device within a pipeline replica
+  int device = 0;           // (first) device within a pipeline replica
+  // Devices the stage is replicated on within a pipeline replica, from `device` on, each taking
+  // every replicas-th micro-batch (PipeDream's hybrid plans; PipelineShape::stage_replicas).
+  int replicas = 1;
 };
 
 struct Plan {
@@ -50,7 +54,8 @@ struct Plan {
   bool cache = false;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
-  int devices_per_replica() const;
+  int devices_per_replica() const;  // devices of one pipeline replica, stage replicas included
+  bool replicates_stages() const;   // some stage has replicas > 1
   int micro_batch_size() const { return batch_size / (dp * chunks); }
   // Checks the plan's internal consistency; throws InputError prefixed by `origin`.
   void validate(const std::string& origin) const;

@@ -45,7 +45,7 @@ Copy copy_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
       break;
     }
   }
-  const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage);
+  const int peer = replica * sh.devices_per_replica + sh.device_of(a.peer_stage, a.micro_batch);
   const int here = ctx.placement[static_cast<size_t>(dev)];
   const int there = ctx.placement[static_cast<size_t>(peer)];
   c.from = act == sending ? here : there;
@@ -53,13 +53,16 @@ Copy copy_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
   return c;
 }
 
-// The cluster devices of an all-reduce (the stage's device in every replica), in ring order.
+// The cluster devices of an all-reduce (the stage's devices in every replica), in ring order.
 std::vector<int> ring_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
   const auto& sh = schedule.shape();
+  const int stage = schedule.action(id).stage;
   std::vector<int> devices;
   for (int r = 0; r < sh.replicas; ++r) {
-    devices.push_back(ctx.placement[static_cast<size_t>(r * sh.devices_per_replica +
-                                                        sh.device_of(schedule.action(id).stage))]);
+    for (int k = 0; k < sh.replicas_of(stage); ++k) {
+      devices.push_back(
+          ctx.placement[static_cast<size_t>(r * sh.devices_per_replica + sh.device_of(stage) + k)]);
+    }
   }
   return devices;
 }

@@ -72,6 +72,24 @@ TEST_F(Distributed, FourProcessesOneDeviceEach) {
   expect_single_process_weights(testing::exec_plan(s), 4, 2);
 }
 
+TEST_F(Distributed, FourProcessesThreeOneStageReplicasAllReduceInTheirOwnGroup) {
+  // PipeDream's "3-1" (PipelineShape::stage_replicas): stage 0 on ranks 0..2, each taking every
+  // third micro-batch, its gradients summed over a Gloo subgroup of those three ranks; stage 1 on
+  // rank 3. Every copy of stage 0 ends with single-process training's weights.
+  const Plan plan = testing::three_one_plan("1f1b", 6);
+  const Outcome o = sh(run_command(write_plan(plan, dir_), 4, 2));
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto reference = testing::plain_training(plan, testing::float64_options(2), 2);
+  EXPECT_LT(testing::max_relative_error(weights(0, 2), reference), 1e-9);
+  const std::vector<at::Tensor> stage0(reference.begin(),
+                                       reference.begin() + static_cast<long>(weights(0, 1).size()));
+  for (int k = 1; k < 3; ++k) {
+    const auto copy = exec::load_tensors(
+        (dir_ / "weights" / fmt::format("replica0_stage0_copy{}.pt", k)).string());
+    EXPECT_LT(testing::max_relative_error(copy, stage0), 1e-9) << "copy " << k;
+  }
+}
+
 TEST_F(Distributed, TwoProcessMixedPipeEqualsSingleProcess) {
   // A Mixed-pipe placement (FTPipe Section 4.1) over two processes: five stages on three devices,
   // device 0 hosting stages 0, 1 and 4 (rank 0), device 1 stage 3 (rank 0), device 2 stage 2

@@ -101,6 +101,22 @@ inline Plan mixed_plan(ExecSpec s, const std::vector<std::vector<int>>& layers,
   return p;
 }
 
+// PipeDream's "3-1" on four devices (PipelineShape::stage_replicas): every layer but the last in
+// stage 0, replicated on devices 0..2 (micro-batch j on device j mod 3), the last layer in stage 1
+// on device 3. M must be a multiple of 3.
+inline Plan three_one_plan(const std::string& schedule, int M) {
+  ExecSpec s;
+  s.schedule = schedule;
+  s.chunks = M;
+  Plan p = exec_plan(s);
+  const int L = p.profile.num_layers();
+  std::vector<int> first;
+  for (int l = 0; l + 1 < L; ++l) first.push_back(l);
+  p.stages = {{first, 0, 3}, {{L - 1}, 3, 1}};
+  p.validate("three-one plan");
+  return p;
+}
+
 // The shipped hardware catalog, loaded once (a PlanRequest points at it).
 inline const Catalog& shipped_catalog() {
   static const Catalog catalog = Catalog::load(std::string(PIPETWIN_SOURCE_DIR) + "/hardware");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -50,13 +51,13 @@ void ScheduleBuilder::compute(Op op, int stage, int mb) {
   a.stage = stage;
   a.micro_batch = mb;
   a.step = mb / M();
-  emit(shape_.device_of(stage), a);
+  emit(shape_.device_of(stage, mb), a);
 }
 
 void ScheduleBuilder::recv_activations(int stage, int mb) {
   for (const auto& e : shape_.edges) {
     if (e.to != stage || shape_.device_of(e.from) == shape_.device_of(stage)) continue;
-    emit(shape_.device_of(stage),
+    emit(shape_.device_of(stage, mb),
          Action{Op::kRecv, Payload::kActivation, stage, mb, e.from, -1, mb / M(), -1});
   }
 }
@@ -64,7 +65,7 @@ void ScheduleBuilder::recv_activations(int stage, int mb) {
 void ScheduleBuilder::send_activations(int stage, int mb) {
   for (const auto& e : shape_.edges) {
     if (e.from != stage || shape_.device_of(e.to) == shape_.device_of(stage)) continue;
-    emit(shape_.device_of(stage),
+    emit(shape_.device_of(stage, mb),
          Action{Op::kSend, Payload::kActivation, stage, mb, e.to, -1, mb / M(), -1});
   }
 }
@@ -72,7 +73,7 @@ void ScheduleBuilder::send_activations(int stage, int mb) {
 void ScheduleBuilder::recv_gradients(int stage, int mb) {
   for (const auto& e : shape_.edges) {
     if (e.from != stage || shape_.device_of(e.to) == shape_.device_of(stage)) continue;
-    emit(shape_.device_of(stage),
+    emit(shape_.device_of(stage, mb),
          Action{Op::kRecv, Payload::kGradient, stage, mb, e.to, -1, mb / M(), -1});
   }
 }
@@ -80,7 +81,7 @@ void ScheduleBuilder::recv_gradients(int stage, int mb) {
 void ScheduleBuilder::send_gradients(int stage, int mb) {
   for (const auto& e : shape_.edges) {
     if (e.to != stage || shape_.device_of(e.from) == shape_.device_of(stage)) continue;
-    emit(shape_.device_of(stage),
+    emit(shape_.device_of(stage, mb),
          Action{Op::kSend, Payload::kGradient, stage, mb, e.from, -1, mb / M(), -1});
   }
 }
@@ -126,10 +127,14 @@ void ScheduleBuilder::optimizer_step(int stage, int step) {
   a.op = Op::kOptimizerStep;
   a.stage = stage;
   a.step = step;
-  emit(shape_.device_of(stage), a);
+  // Every replica of the stage steps (schedule.hpp).
+  for (int k = 0; k < shape_.replicas_of(stage); ++k) emit(shape_.device_of(stage) + k, a);
 }
 
 ActionRef ScheduleBuilder::last_on_stage_device(int stage) const {
+  if (shape_.replicas_of(stage) > 1) {
+    throw std::logic_error("ScheduleBuilder: a replicated stage has no single device");
+  }
   const int d = shape_.device_of(stage);
   return {d, static_cast<int32_t>(devices_[static_cast<size_t>(d)].size()) - 1};
 }

@@ -38,7 +38,8 @@ struct CompiledSchedule::Links {
   std::vector<int32_t> out_begin, out_edges;  // edges leaving each stage
   std::vector<int32_t> in_begin, in_edges;    // edges entering each stage
   std::vector<int32_t> sends, recvs;          // [replica][edge][payload][mb] -> id
-  std::vector<int32_t> steps;                 // [replica][stage][step] -> OptimizerStep id
+  std::vector<int32_t> steps;                 // [replica][stage copy][step] -> OptimizerStep id
+  std::vector<int32_t> copy_base;             // per stage: stage replicas of the stages before it
   std::vector<int32_t> bucket_base;           // per stage: buckets of the stages before it
   std::vector<int32_t> ar_ids, ar_keys;       // all-reduces in action order, their keys
   std::vector<int32_t> ar_begin, ar_members;  // CSR: all-reduces of each (stage, step, bucket)
@@ -56,8 +57,11 @@ struct CompiledSchedule::Links {
     return ((static_cast<size_t>(replica) * at(E) + at(e)) * 2 + (activation ? 0 : 1)) * at(J) +
            at(mb);
   }
-  size_t step(int replica, int stage, int t) const {
-    return (static_cast<size_t>(replica) * at(S) + at(stage)) * at(T) + at(t);
+  // Stage `stage`'s replica `k` within its pipeline replica (PipelineShape::stage_replicas).
+  size_t step(int replica, int stage, int k, int t) const {
+    const int units = copy_base[at(S)];
+    return (static_cast<size_t>(replica) * at(units) + at(copy_base[at(stage)] + k)) * at(T) +
+           at(t);
   }
   int buckets(int stage) const { return bucket_base[at(stage) + 1] - bucket_base[at(stage)]; }
   int32_t allreduce_key(const Action& a) const {
@@ -142,7 +146,9 @@ void CompiledSchedule::index_actions(Links& l, const std::string& origin) {
   wgt_.assign(slots, -1);
   l.sends.assign(R * at(l.E) * 2 * at(l.J), -1);
   l.recvs.assign(l.sends.size(), -1);
-  l.steps.assign(R * at(l.S) * at(l.T), -1);
+  l.copy_base.assign(at(l.S) + 1, 0);
+  for (int s = 0; s < l.S; ++s) l.copy_base[at(s) + 1] = l.copy_base[at(s)] + sh.replicas_of(s);
+  l.steps.assign(R * at(l.copy_base[at(l.S)]) * at(l.T), -1);
   l.bucket_base.assign(at(l.S) + 1, 0);
   for (int s = 0; s < l.S; ++s) {
     const size_t nb = sh.buckets.empty() ? 1 : sh.buckets[at(s)].size();
@@ -174,10 +180,15 @@ void CompiledSchedule::check_fields(const Links& l, int id, const std::string& o
   if (a.step < 0 || a.step >= sh.iterations) {
     fail(id, origin, fmt::format("step {} out of range 0..{}", a.step, sh.iterations - 1));
   }
-  if (sh.device_of(a.stage) != local) {
+  if (!sh.hosts(local, a.stage)) {
     fail(id, origin,
          fmt::format("stage {} lives on device {} of its replica, not {}", a.stage,
                      sh.device_of(a.stage), local));
+  }
+  if (needs_mb && sh.device_of(a.stage, a.micro_batch) != local) {
+    fail(id, origin,
+         fmt::format("stage {} runs micro-batch {} on device {} of its replica, not {}", a.stage,
+                     a.micro_batch, sh.device_of(a.stage, a.micro_batch), local));
   }
 }
 
@@ -212,7 +223,7 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
     case Op::kSend:
     case Op::kRecv: {
       if (a.peer_stage < 0 || a.peer_stage >= l.S) fail(id, origin, "peer stage out of range");
-      if (sh.device_of(a.peer_stage) == local) {
+      if (sh.device_of(a.peer_stage, a.micro_batch) == local) {
         fail(id, origin, "transfer between stages of one device");
       }
       const bool act = a.payload == Payload::kActivation;
@@ -229,7 +240,9 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
       break;
     }
     case Op::kAllReduce: {
-      if (sh.replicas < 2) fail(id, origin, "all-reduce without data parallelism");
+      if (sh.gradient_copies(a.stage) < 2) {
+        fail(id, origin, "all-reduce of a stage with one copy of its gradients");
+      }
       const int nb = l.buckets(a.stage);
       if (a.bucket < 0 || a.bucket >= nb) {
         fail(id, origin,
@@ -240,7 +253,7 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
       break;
     }
     case Op::kOptimizerStep: {
-      auto& cell = l.steps[l.step(rep, a.stage, a.step)];
+      auto& cell = l.steps[l.step(rep, a.stage, sh.stage_replica(a.stage, local), a.step)];
       if (cell >= 0) {
         fail(id, origin, fmt::format("stage {} steps twice in step {}", a.stage, a.step));
       }
@@ -254,8 +267,8 @@ void CompiledSchedule::check_complete(const Links& l, const std::string& origin)
   const auto& sh = schedule_.shape;
   for (int rep = 0; rep < sh.replicas; ++rep) {
     for (int s = 0; s < l.S; ++s) {
-      const int dev = rep * sh.devices_per_replica + sh.device_of(s);
       for (int mb = 0; mb < l.J; ++mb) {
+        const int dev = rep * sh.devices_per_replica + sh.device_of(s, mb);
         const int32_t f = forward_of(rep, s, mb), b = backward_of(rep, s, mb);
         const int32_t r = recompute_of(rep, s, mb);
         if (f < 0 || b < 0) {
@@ -270,18 +283,29 @@ void CompiledSchedule::check_complete(const Links& l, const std::string& origin)
         if (!split && w >= 0) fail(w, origin, "weight backward without an input backward");
         if (w >= 0 && w < b) fail(w, origin, "weight backward before its input backward");
       }
-      for (int t = 0; t < l.T; ++t) {
-        const int32_t step = l.steps[l.step(rep, s, t)];
-        if (step < 0) {
-          throw InputError(fmt::format("{}: device {}: stage {} never takes optimizer step {}",
-                                       origin, dev, s, t));
-        }
-        for (int i = 0; i < sh.micro_batches; ++i) {
-          if (release_of(rep, s, t * sh.micro_batches + i) > step) {
-            fail(step, origin,
-                 fmt::format("optimizer step before the backward of micro-batch {}",
-                             t * sh.micro_batches + i));
-          }
+      check_steps(l, rep, s, origin);
+    }
+  }
+}
+
+void CompiledSchedule::check_steps(const Links& l, int rep, int s,
+                                   const std::string& origin) const {
+  const auto& sh = schedule_.shape;
+  for (int k = 0; k < sh.replicas_of(s); ++k) {
+    const int dev = rep * sh.devices_per_replica + sh.device_of(s) + k;
+    for (int t = 0; t < l.T; ++t) {
+      const int32_t step = l.steps[l.step(rep, s, k, t)];
+      if (step < 0) {
+        throw InputError(fmt::format("{}: device {}: stage {} never takes optimizer step {}",
+                                     origin, dev, s, t));
+      }
+      // The replica's micro-batches of the step (all of them when the stage is not replicated).
+      for (int i = 0; i < sh.micro_batches; ++i) {
+        const int mb = t * sh.micro_batches + i;
+        if (sh.device_of(s, mb) != sh.device_of(s) + k) continue;
+        if (release_of(rep, s, mb) > step) {
+          fail(step, origin,
+               fmt::format("optimizer step before the backward of micro-batch {}", mb));
         }
       }
     }
@@ -338,7 +362,7 @@ void CompiledSchedule::link_compute(Links& l, const std::string& origin) const {
     if (a.op == Op::kForward) {
       for (int32_t k = l.in_begin[at(a.stage)]; k < l.in_begin[at(a.stage) + 1]; ++k) {
         const int from = sh.edges[at(l.in_edges[at(k)])].from;
-        if (sh.device_of(from) == local) {
+        if (sh.device_of(from, mb) == local) {
           need(forward_of(rep, from, mb), "the forward of its input stage");
         } else {
           need(recv_of(true, from, a.stage), "a recv of its input activation");
@@ -353,7 +377,7 @@ void CompiledSchedule::link_compute(Links& l, const std::string& origin) const {
       if (recompute_of(rep, a.stage, mb) >= 0) l.depend(id, recompute_of(rep, a.stage, mb));
       for (int32_t k = l.out_begin[at(a.stage)]; k < l.out_begin[at(a.stage) + 1]; ++k) {
         const int to = sh.edges[at(l.out_edges[at(k)])].to;
-        if (sh.device_of(to) == local) {
+        if (sh.device_of(to, mb) == local) {
           need(backward_of(rep, to, mb), "the backward of its output stage");
         } else {
           need(recv_of(false, a.stage, to), "a recv of its output gradient");
@@ -375,8 +399,9 @@ void CompiledSchedule::link_allreduces(Links& l, const std::string& origin) {
   // Every bucket is reduced once per replica (checked in the order of each bucket's first).
   for (size_t i = 0; i < l.ar_ids.size(); ++i) {
     const int32_t b = l.ar_begin[at(l.ar_keys[i])], e = l.ar_begin[at(l.ar_keys[i]) + 1];
-    if (l.ar_members[at(b)] == l.ar_ids[i] && e - b != sh.replicas) {
-      fail(l.ar_ids[i], origin, fmt::format("all-reduce on {} of {} replicas", e - b, sh.replicas));
+    const int copies = sh.gradient_copies(action(l.ar_ids[i]).stage);
+    if (l.ar_members[at(b)] == l.ar_ids[i] && e - b != copies) {
+      fail(l.ar_ids[i], origin, fmt::format("all-reduce on {} of {} replicas", e - b, copies));
     }
   }
   // Optimizer steps wait for their all-reduces; all-reduce groups in action order.
@@ -392,7 +417,9 @@ void CompiledSchedule::link_allreduces(Links& l, const std::string& origin) {
       group_begin_.push_back(static_cast<int32_t>(group_members_.size()));
     }
     const Action& a = action(id);
-    const int32_t step = l.steps[l.step(replica(id), a.stage, a.step)];
+    const int local = device(id) % sh.devices_per_replica;
+    const int32_t step =
+        l.steps[l.step(replica(id), a.stage, sh.stage_replica(a.stage, local), a.step)];
     if (step < id) fail(id, origin, "all-reduce after its optimizer step");
     l.depend(step, id);
   }

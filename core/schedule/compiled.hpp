@@ -1,7 +1,7 @@
 // CompiledSchedule: a validated schedule with its dependencies linked, in flat arrays.
 //
-// "Dependency tracking and validation live once" (docs/design.md): both the simulator and the executor
-// interpret a CompiledSchedule. Compiling checks that the schedule is well formed — every
+// "Dependency tracking and validation live once" (docs/design.md): both the simulator and the
+// executor interpret a CompiledSchedule. Compiling checks that the schedule is well formed — every
 // micro-batch forwarded and backwarded exactly once per stage on the stage's device, recompute
 // between them, every Send matched by one Recv, one optimizer step per stage and step after that
 // step's backwards, the declared weight versions equal to what the order implies — and that it
@@ -20,14 +20,15 @@
 //                    ready once that has produced the gradients of layers >= bucket.first_layer
 //   OptimizerStep    the step's all-reduces on this device
 // plus the schedule's control dependencies. A Send and its Recv, and the all-reduces of one
-// bucket on all replicas, form rendezvous groups that start together.
+// bucket on all the stage's copies (PipelineShape::gradient_copies), form rendezvous groups that
+// start together.
 //
-// Compiling is on the hot path of sweeps (the sweep target: 500 simulated points a second, each point a
-// schedule of up to 1.6 x 10^5 actions), so every lookup table is a flat array indexed by small
-// integers — (replica, stage, micro-batch), (replica, stage edge, payload, micro-batch), (stage,
-// step, bucket) — and the dependency lists are built in one counting sort, not in per-action
-// vectors or hash maps keyed by packed tuples (a heap node per entry). Dependencies keep the order
-// they are listed in above, so the engines see the same graph whichever way it was built.
+// Compiling is on the hot path of sweeps (the sweep target: 500 simulated points a second, each
+// point a schedule of up to 1.6 x 10^5 actions), so every lookup table is a flat array indexed by
+// small integers — (replica, stage, micro-batch), (replica, stage edge, payload, micro-batch),
+// (stage, step, bucket) — and the dependency lists are built in one counting sort, not in
+// per-action vectors or hash maps keyed by packed tuples (a heap node per entry). Dependencies keep
+// the order they are listed in above, so the engines see the same graph whichever way it was built.
 //
 // Thread-safety: immutable after construction; concurrent reads are safe.
 #pragma once
@@ -124,6 +125,7 @@ class CompiledSchedule {
   void index_action(Links& l, int id, const std::string& origin);
   void check_fields(const Links& l, int id, const std::string& origin) const;
   void check_complete(const Links& l, const std::string& origin) const;
+  void check_steps(const Links& l, int rep, int stage, const std::string& origin) const;
   void link_transfers(Links& l, const std::string& origin);
   void link_compute(Links& l, const std::string& origin) const;
   void link_allreduces(Links& l, const std::string& origin);

@@ -15,7 +15,7 @@ std::vector<Action> with_allreduce(const std::vector<Action>& list, const Pipeli
   for (const auto& a : list) {
     if (a.op == Op::kBackward || a.op == Op::kBackwardWeight) last_backward[{a.stage, a.step}] = a.micro_batch;
     if (a.op == Op::kOptimizerStep) {
-      if (shape.replicas < 2) {
+      if (shape.gradient_copies(a.stage) < 2) {
         index_map.push_back(static_cast<int32_t>(out.size()));
         out.push_back(a);
         continue;

@@ -41,15 +41,22 @@ double estimated_actions(const std::string& schedule, const PipelineShape& shape
   const bool recompute = shape.checkpoint != Checkpoint::kNone || schedule == "feature-replay" ||
                          schedule == "ftpipe-async";
   const double edges = shape.edges.empty() ? K - 1 : static_cast<double>(shape.edges.size());
-  double buckets = 0;
-  if (shape.replicas > 1) {
-    for (const auto& b : shape.buckets) buckets += b.empty() ? 1 : static_cast<double>(b.size());
-    if (shape.buckets.empty()) buckets = K;
+  // All-reduces and optimizer steps: one per bucket and one per stage copy within a replica.
+  double buckets = 0, steps = 0;
+  for (int s = 0; s < shape.num_stages; ++s) {
+    const bool listed = static_cast<size_t>(s) < shape.stage_replicas.size();
+    const int r = listed ? shape.stage_replicas[static_cast<size_t>(s)] : 1;
+    steps += r;
+    if (shape.replicas * r < 2) continue;
+    const bool bucketed = static_cast<size_t>(s) < shape.buckets.size();
+    buckets += r * (bucketed && !shape.buckets[static_cast<size_t>(s)].empty()
+                        ? static_cast<double>(shape.buckets[static_cast<size_t>(s)].size())
+                        : 1);
   }
   // Split backwards (zb-h1, zb-h2, zbv, dualpipev) take one more compute action per micro-batch.
   const bool split = schedule_info(schedule).splits_backward;
   const double per_iteration =
-      K * M * ((recompute ? 3 : 2) + (split ? 1 : 0)) + edges * M * 4 + K + buckets;
+      K * M * ((recompute ? 3 : 2) + (split ? 1 : 0)) + edges * M * 4 + steps + buckets;
   return per_iteration * static_cast<double>(shape.replicas) *
          static_cast<double>(shape.iterations);
 }

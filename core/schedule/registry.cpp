@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/limits.hpp"
+#include "core/schedule/virtual_stages.hpp"
 
 namespace pipetwin {
 
@@ -38,6 +39,7 @@ const ScheduleInfo& schedule_info(const std::string& name) {
 Schedule make_schedule(const std::string& name, const PipelineShape& shape) {
   schedule_info(name);
   check_action_limit(name, shape);  // before generating anything (limits.hpp)
+  if (shape.replicates_stages()) require_runnable(name, shape);
   if (name == "naive") return make_naive(shape);
   if (name == "gpipe") return make_gpipe(shape);
   if (name == "1f1b") return make_1f1b(shape);

@@ -39,10 +39,13 @@ void PipelineShape::normalize(const std::string& origin) {
   if (static_cast<int>(stage_device.size()) != num_stages) {
     bad(fmt::format("{} stages but {} stage devices", num_stages, stage_device.size()));
   }
-  const int max_dev = *std::max_element(stage_device.begin(), stage_device.end());
   if (*std::min_element(stage_device.begin(), stage_device.end()) < 0) {
     bad("stage device must not be negative");
   }
+  check_stage_replicas(bad);
+  int max_dev = 0;
+  for (int s = 0; s < num_stages; ++s)
+    max_dev = std::max(max_dev, device_of(s) + replicas_of(s) - 1);
   if (devices_per_replica == 0) devices_per_replica = max_dev + 1;
   if (max_dev >= devices_per_replica) {
     bad(fmt::format("stage on device {} but only {} devices per replica", max_dev,
@@ -61,18 +64,59 @@ void PipelineShape::normalize(const std::string& origin) {
   }
 }
 
+template <class Bad>
+void PipelineShape::check_stage_replicas(const Bad& bad) const {
+  if (stage_replicas.empty()) return;
+  if (static_cast<int>(stage_replicas.size()) != num_stages) {
+    bad(fmt::format("{} stages but {} stage replica counts", num_stages, stage_replicas.size()));
+  }
+  for (int s = 0; s < num_stages; ++s) {
+    const int r = replicas_of(s);
+    if (r < 1) bad(fmt::format("stage {} replicas must be positive ({} given)", s, r));
+    if (micro_batches % r != 0) {
+      bad(
+          fmt::format("micro-batches M = {} must be a multiple of stage {}'s {} replicas, so that "
+                      "each replica takes M / {} of every mini-batch",
+                      micro_batches, s, r, r));
+    }
+  }
+  // A replicated stage has its devices to itself.
+  for (int s = 0; s < num_stages; ++s) {
+    for (int t = 0; t < num_stages; ++t) {
+      if (t == s || (replicas_of(s) == 1 && replicas_of(t) == 1)) continue;
+      const int a = device_of(s), b = device_of(t);
+      if (a < b + replicas_of(t) && b < a + replicas_of(s)) {
+        bad(
+            fmt::format("stages {} and {} share a device, but a replicated stage needs its devices "
+                        "to itself",
+                        std::min(s, t), std::max(s, t)));
+      }
+    }
+  }
+}
+
+bool PipelineShape::replicates_stages() const {
+  return std::any_of(stage_replicas.begin(), stage_replicas.end(), [](int r) { return r > 1; });
+}
+
 std::vector<int> PipelineShape::stages_on(int device) const {
   std::vector<int> out;
   for (int s = 0; s < num_stages; ++s) {
-    if (stage_device[static_cast<size_t>(s)] == device) out.push_back(s);
+    if (hosts(device, s)) out.push_back(s);
   }
   return out;
 }
 
 bool PipelineShape::one_stage_per_device() const {
-  std::vector<int> count(static_cast<size_t>(devices_per_replica), 0);
-  for (int d : stage_device) {
-    if (++count[static_cast<size_t>(d)] > 1) return false;
+  // Also asked of shapes not yet normalized (no stage devices: one stage per device).
+  std::vector<int> count;
+  for (size_t s = 0; s < stage_device.size(); ++s) {
+    const int r = s < stage_replicas.size() ? stage_replicas[s] : 1;
+    for (int k = 0; k < r; ++k) {
+      const auto d = static_cast<size_t>(stage_device[s] + k);
+      if (d >= count.size()) count.resize(d + 1, 0);
+      if (++count[d] > 1) return false;
+    }
   }
   return true;
 }
@@ -134,6 +178,7 @@ Json schedule_to_json(const Schedule& s) {
   Json shape;
   shape["num_stages"] = sh.num_stages;
   shape["stage_device"] = sh.stage_device;
+  if (sh.replicates_stages()) shape["stage_replicas"] = sh.stage_replicas;
   shape["devices_per_replica"] = sh.devices_per_replica;
   shape["replicas"] = sh.replicas;
   shape["micro_batches"] = sh.micro_batches;
@@ -174,12 +219,15 @@ Json schedule_to_json(const Schedule& s) {
 namespace {
 
 PipelineShape shape_from_json(const JsonView& j) {
-  j.allow_only({"num_stages", "stage_device", "devices_per_replica", "replicas", "micro_batches",
-                "iterations", "checkpoint", "edges", "buckets"});
+  j.allow_only({"num_stages", "stage_device", "stage_replicas", "devices_per_replica", "replicas",
+                "micro_batches", "iterations", "checkpoint", "edges", "buckets"});
   PipelineShape sh;
   sh.num_stages = j.int32("num_stages");
   if (auto sd = j.find("stage_device")) {
     for (const auto& v : sd->items()) sh.stage_device.push_back(v.as_int32());
+  }
+  if (auto sr = j.find("stage_replicas")) {
+    for (const auto& v : sr->items()) sh.stage_replicas.push_back(v.as_int32());
   }
   sh.devices_per_replica = j.int32_or("devices_per_replica", 0);
   sh.replicas = j.int32_or("replicas", 1);

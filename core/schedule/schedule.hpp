@@ -6,6 +6,18 @@
 // Micro-batches are numbered globally, j = step * M + i, so asynchronous schedules (whose
 // mini-batches overlap) and synchronous ones share one numbering.
 //
+// Within a pipeline replica a stage may itself be replicated (PipeDream's hybrid plans, SOSP'19
+// Section 3.1: "15-1" puts stage 0 on 15 workers): stage s then occupies `stage_replicas[s]`
+// consecutive devices from `stage_device[s]`, alone, and micro-batch j runs on the stage's device
+// j mod stage_replicas[s] — PipeDream's deterministic round-robin (Section 3.3, "1F1B-RR"), so a
+// micro-batch's forward and backward meet one replica. The replicas of a stage all-reduce their
+// gradients among themselves before each optimizer step, and every stage steps once per
+// mini-batch of M micro-batches. PipeDream's runtime instead all-reduces a replicated stage after
+// each of its backwards, so there a stage on 15 workers updates once per 15 micro-batches and an
+// unreplicated one after each; pipetwin keeps one mini-batch per step for all stages (M a multiple
+// of every stage's replica count), so every stage updates on the same samples and single-process
+// training stays the reference the executor is checked against.
+//
 // Generators (one per file in this folder) produce schedules from a PipelineShape; schedules can
 // also be written to and read from JSON ("pipetwin.schedule" v1) so users can hand-edit one.
 // `control` holds extra ordering a generator needs beyond data dependencies, always between two
@@ -45,7 +57,8 @@ struct Bucket {
 
 struct PipelineShape {
   int num_stages = 1;
-  std::vector<int> stage_device;  // stage -> device within a replica; empty: stage s on device s
+  std::vector<int> stage_device;    // stage -> (first) device within a replica; empty: s on s
+  std::vector<int> stage_replicas;  // stage -> devices it is replicated on; empty: one each
   int devices_per_replica = 0;    // 0: max(stage_device) + 1
   int replicas = 1;               // data-parallel width
   int micro_batches = 1;          // M per mini-batch per replica
@@ -57,9 +70,34 @@ struct PipelineShape {
   // Fills defaults (stage_device, devices_per_replica, edges) and checks ranges; throws
   // InputError naming `origin` on a bad shape.
   void normalize(const std::string& origin);
+  // The stage's (first) device within a replica.
   int device_of(int stage) const { return stage_device[static_cast<size_t>(stage)]; }
+  // The device within a replica that runs micro-batch `mb` (global index) of `stage`.
+  int device_of(int stage, int mb) const {
+    const int r = replicas_of(stage);
+    return stage_device[static_cast<size_t>(stage)] + (r == 1 ? 0 : mb % r);
+  }
+  // Devices `stage` is replicated on within a pipeline replica (1: not replicated).
+  int replicas_of(int stage) const {
+    return stage_replicas.empty() ? 1 : stage_replicas[static_cast<size_t>(stage)];
+  }
+  // Whether some stage is replicated within a pipeline replica.
+  bool replicates_stages() const;
+  // Which of its stage's replicas `device` (within a replica) is: device - device_of(stage).
+  int stage_replica(int stage, int device) const { return device - device_of(stage); }
+  // Whether `device` (within a replica) is one of `stage`'s devices.
+  bool hosts(int device, int stage) const {
+    const int first = device_of(stage);
+    return device >= first && device < first + replicas_of(stage);
+  }
+  // Devices holding one copy of `stage`'s gradients: its replicas in every pipeline replica.
+  int gradient_copies(int stage) const { return replicas * replicas_of(stage); }
   std::vector<int> stages_on(int device) const;
   bool one_stage_per_device() const;
+
+ private:
+  template <class Bad>
+  void check_stage_replicas(const Bad& bad) const;
 };
 
 struct ActionRef {

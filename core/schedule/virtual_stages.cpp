@@ -1,5 +1,8 @@
 #include "core/schedule/virtual_stages.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -69,7 +72,26 @@ std::string schedule_refusal(const std::string& schedule, const PipelineShape& r
   shape.normalize("schedule " + schedule);
   const StageLayout layout = stage_layout_of(schedule);
   const int D = shape.devices_per_replica, M = shape.micro_batches;
-  if (layout != StageLayout::kOnePerDevice || schedule == "zb-h1" || schedule == "zb-h2") {
+  if (shape.replicates_stages()) {
+    // Stage replicas deal micro-batches round-robin from orders written per stage; schedules
+    // that order a device by control edges (ddg, feature-replay) or place two stages on one
+    // device (the virtual-stage layouts) have no such per-stage order to deal from.
+    static const char* const kReplicable[] = {"naive",        "gpipe", "1f1b", "pipedream",
+                                              "ftpipe-async", "zb-h1", "zb-h2"};
+    if (std::find(std::begin(kReplicable), std::end(kReplicable), schedule) ==
+        std::end(kReplicable)) {
+      return fmt::format(
+          "schedule {}: cannot replicate stages unevenly (stage replicas [{}]); naive, gpipe, "
+          "1f1b, pipedream, ftpipe-async, zb-h1 and zb-h2 can",
+          schedule, fmt::join(shape.stage_replicas, ", "));
+    }
+  }
+  // A chain of replicated stages is laid out one stage per device group, in stage order.
+  const bool replicated_chain =
+      shape.replicates_stages() && shape.one_stage_per_device() &&
+      std::is_sorted(shape.stage_device.begin(), shape.stage_device.end());
+  if (layout != StageLayout::kOnePerDevice ||
+      ((schedule == "zb-h1" || schedule == "zb-h2") && !replicated_chain)) {
     std::string why = layout_refusal(shape, layout, schedule);
     if (!why.empty()) return why;
   }

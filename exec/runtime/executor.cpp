@@ -51,7 +51,13 @@ ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, ControlPlane& 
     for (const auto& [s, rt] : stages) {
       std::vector<at::Tensor> params;
       for (const auto& p : rt->parameters()) params.push_back(p.cpu());  // no copy on CPU
-      result.parameters[{d / sh.devices_per_replica, s}] = std::move(params);
+      const int replica = d / sh.devices_per_replica;
+      const int copy = sh.stage_replica(s, d % sh.devices_per_replica);
+      if (copy == 0) {
+        result.parameters[{replica, s}] = std::move(params);
+      } else {
+        result.stage_copies[{replica, s, copy}] = std::move(params);
+      }
     }
   }
   return result;

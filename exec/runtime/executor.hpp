@@ -16,6 +16,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -70,7 +71,10 @@ struct ExecResult {
   std::vector<double>
       step_loss;  // mean per-sample loss of each step (from this rank's last stages)
   // Final parameters of the stages hosted here, replica 0 first: (replica, stage) -> tensors.
+  // A stage replicated within the pipeline (PipelineShape::stage_replicas) is its first copy's.
   std::map<std::pair<int, int>, std::vector<at::Tensor>> parameters;
+  // The other copies of replicated stages hosted here: (replica, stage, copy k >= 1) -> tensors.
+  std::map<std::tuple<int, int, int>, std::vector<at::Tensor>> stage_copies;
 };
 
 // `dist` null: a single process hosting every device.

@@ -282,7 +282,9 @@ void PipelineSession::build_transport(const TransportFactory& factory) {
   setup.device_rank = ranks_;
   for (int s = 0; s < shape_.num_stages; ++s) {
     std::vector<int> set;
-    for (int r = 0; r < shape_.replicas; ++r) set.push_back(device_of(r, s));
+    for (int r = 0; r < shape_.replicas; ++r) {
+      for (int k = 0; k < shape_.replicas_of(s); ++k) set.push_back(device_of(r, s) + k);
+    }
     setup.replica_sets.push_back(set);
   }
   transport_ = factory ? factory(setup) : control_->make_transport(setup);
@@ -318,12 +320,13 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       spec.first = io.first;
       spec.last = io.last;
       spec.loss_scale = 1.0 / plan_.batch_size;
-      spec.per_layer_backward = plan_.dp > 1;
+      spec.per_layer_backward = shape_.gradient_copies(s) > 1;
       spec.dropout_seed = options_.seed;
       spec.replica = d / shape_.devices_per_replica;
       spec.frozen_layers = plan_.frozen_layers;
       // Replicas hold the same all-reduced gradients: replica 0's norms stand for all.
-      spec.track_gradient_norms = options_.track_gradient_norms && spec.replica == 0;
+      spec.track_gradient_norms = options_.track_gradient_norms && spec.replica == 0 &&
+                                  d % shape_.devices_per_replica == shape_.device_of(s);
       spec.autocast = options_.autocast;
       spec.autocast_device = autocast_device_type(options_.device);
       spec.loss_scaling = options_.loss_scaling || options_.autocast == at::kHalf;
