@@ -441,8 +441,8 @@ TEST(ModelSource, MeasuredProfileWinsOverAnalytic) {
 TEST(ModelSource, UnknownDeviceOrFamilyIsAnInputError) {
   EXPECT_THAT(input_error([] { resolve_profile("bert:large", "", "abacus"); }),
               HasSubstr("device \"abacus\" is not in the catalog"));
-  EXPECT_THAT(input_error([] { resolve_profile("alexnet", "", toy_device()); }),
-              HasSubstr("no shipped profile of \"alexnet\""));
+  EXPECT_THAT(input_error([] { resolve_profile("lenet", "", toy_device()); }),
+              HasSubstr("no shipped profile of \"lenet\""));
 }
 
 }  // namespace

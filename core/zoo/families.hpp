@@ -1,4 +1,5 @@
-// Internal to core/zoo/: the describe functions of the analytic-only families (T5, AmoebaNet)
+// Internal to core/zoo/: the describe functions of the analytic-only families (T5, AmoebaNet,
+// VGG, AlexNet)
 // and the builders of layers that several families use (Transformer sub-layers, convolutions).
 // The families models/ builds too are described by core/zoo/configs.hpp; the option helpers are
 // core/zoo/options.hpp's, shared with models/.
@@ -23,6 +24,9 @@ namespace pipetwin::zoo {
 
 ZooModel describe_t5(const ModelSpec& spec);
 ZooModel describe_amoebanet(const ModelSpec& spec);
+ZooModel describe_vgg(const ModelSpec& spec);  // family "vgg" or an alias "vgg16", ...
+ZooModel describe_alexnet(const ModelSpec& spec);
+bool is_vgg_alias(const std::string& family);  // "vgg11", "vgg13", "vgg16", "vgg19"
 
 // ---- Transformer sub-layers ------------------------------------------------------------------
 

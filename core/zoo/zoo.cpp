@@ -57,9 +57,9 @@ std::vector<std::string> preset_models(const std::string& family) {
 }
 
 bool is_zoo_family(const ModelSpec& spec) {
-  static const std::vector<std::string> families = {"vit",    "bert", "gpt2", "t5",
-                                                    "resnet", "unet", "mlp",  "amoebanet"};
-  return is_resnet_alias(spec.family) ||
+  static const std::vector<std::string> families = {"vit",  "bert", "gpt2",      "t5",  "resnet",
+                                                    "unet", "mlp",  "amoebanet", "vgg", "alexnet"};
+  return is_resnet_alias(spec.family) || is_vgg_alias(spec.family) ||
          std::find(families.begin(), families.end(), spec.family) != families.end();
 }
 
@@ -82,14 +82,18 @@ ZooModel describe_model(const ModelSpec& spec) {
     m = describe_unet(unet_config(spec));
   } else if (f == "amoebanet") {
     m = describe_amoebanet(spec);
+  } else if (f == "vgg" || is_vgg_alias(f)) {
+    m = describe_vgg(spec);
+  } else if (f == "alexnet") {
+    m = describe_alexnet(spec);
   } else {
     throw InputError(fmt::format(
         "{}: no analytic descriptor for model family \"{}\" (known: vit, bert, gpt2, t5, resnet, "
-        "resnet20, ..., mlp, unet, amoebanet)",
+        "resnet20, ..., mlp, unet, amoebanet, vgg, vgg16, ..., alexnet)",
         spec.origin, f));
   }
   m.name = spec.to_string();
-  m.family = is_resnet_alias(f) ? "resnet" : f;
+  m.family = is_resnet_alias(f) ? "resnet" : is_vgg_alias(f) ? "vgg" : f;
   return m;
 }
 
@@ -105,7 +109,8 @@ std::vector<std::string> zoo_names() {
           "bert:small", "bert:medium", "bert:base",     "bert:large",
           "gpt2:tiny",  "gpt2:124m",   "gpt2:355m",     "gpt2:774m",
           "gpt2:1.5b",  "t5:small",    "t5:base",       "t5:large",
-          "t5:3b",      "t5:11b",      "unet:B=5,C=64", "amoebanet:L=18,F=256"};
+          "t5:3b",      "t5:11b",      "unet:B=5,C=64", "amoebanet:L=18,F=256",
+          "vgg:16",     "alexnet"};
 }
 
 double dtype_bytes(const std::string& dtype, const std::string& origin) {

@@ -30,6 +30,7 @@
 // preset table (core/zoo/configs.hpp), and the LibTorch builders follow the descriptors' layer
 // lists (names, order, kinds, skip edges). Described here only:
 //   t5:small | base | large | 3b | 11b [,enc_seq=,dec_seq=]   amoebanet:L=,F= (torchgpipe / GPipe)
+//   vgg:11 | 13 | 16 | 19 (or vgg16, ...)   alexnet   (torchvision's, PipeDream; core/zoo/vgg.cpp)
 //
 // Thread-safety: pure functions over value types.
 #pragma once

@@ -11,5 +11,6 @@ std::unique_ptr<ReproEntry> make_epfl_entry();
 std::unique_ptr<ReproEntry> make_pipetransformer_entry();
 std::unique_ptr<ReproEntry> make_torchgpipe_entry();
 std::unique_ptr<ReproEntry> make_ftpipe_entry();
+std::unique_ptr<ReproEntry> make_pipedream_entry();
 
 }  // namespace pipetwin::sim

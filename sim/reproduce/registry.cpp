@@ -13,6 +13,7 @@ const std::vector<std::unique_ptr<ReproEntry>>& repro_entries() {
     e.push_back(make_pipetransformer_entry());
     e.push_back(make_torchgpipe_entry());
     e.push_back(make_ftpipe_entry());
+    e.push_back(make_pipedream_entry());
     return e;
   }();
   return entries;
