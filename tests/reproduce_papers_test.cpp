@@ -1,6 +1,7 @@
 // `pipetwin reproduce torchgpipe` and `pipetwin reproduce ftpipe` (sim/reproduce/): the entries
 // run, their rows exist, and the papers' qualitative results hold; FTPipe's synchronous GPipe
 // leaves recomputation out of the last stage, in the schedule and in the simulated time.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -8,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "core/cluster.hpp"
+#include "core/framework_memory.hpp"
 #include "core/schedule/compiled.hpp"
 #include "sim/reproduce/ftpipe.hpp"
 #include "sim/reproduce/reproduce.hpp"
+#include "sim/reproduce/torchgpipe.hpp"
 #include "tests/reproduce_test_util.hpp"
 #include "tests/sim_test_util.hpp"
 
@@ -45,15 +48,43 @@ TEST(ReproduceTorchgpipe, UNetParameterCountsAndFitPatternMatchTable3) {
   EXPECT_GE(agree, cells * 8 / 10) << agree << " of " << cells << " cells agree";
 }
 
-TEST(ReproduceTorchgpipe, UNetMemoryIsTheModelsAndNoMoreThanMeasured) {
-  // Our memory model leaves out the allocator's cache, cuDNN workspaces and the CUDA context, so
-  // it may only fall short of the measured usage — by less than a third.
-  const ReproTable& t = table(result("torchgpipe"), "table3-unet-memory");
-  for (const char* item : {"Naive-1 (6, 72)", "Pipeline-1 (11, 128)", "Pipeline-2 (24, 128)",
-                           "Pipeline-4 (24, 160)", "Pipeline-8 (48, 160)"}) {
-    const Comparison& r = row(t, item, "memory usage");
-    EXPECT_LE(r.ours, r.paper) << item;
-    EXPECT_GT(r.ours, 0.66 * r.paper) << item;
+TEST(ReproduceTorchgpipe, UNetMemoryIsTheReservedPeakAndEveryMissIsExplained) {
+  // torchgpipe reports the caching allocator's reserved peak (hardware/frameworks.json's
+  // fragmentation on top of our walk's tensors): within 20% on every row, and every row more
+  // than 10% off has a closing note saying what is still missing.
+  const ReproResult& r = result("torchgpipe");
+  const ReproTable& t = table(r, "table3-unet-memory");
+  for (const std::string item : {"Naive-1 (6, 72)", "Pipeline-1 (11, 128)", "Pipeline-2 (24, 128)",
+                                 "Pipeline-4 (24, 160)", "Pipeline-8 (48, 160)"}) {
+    const Comparison& c = row(t, item, "memory usage");
+    EXPECT_LT(std::abs(c.relative_error()), 0.2) << item;
+    if (std::abs(c.relative_error()) <= 0.1) continue;
+    const std::string head = "still missing (" + item + " memory usage";
+    EXPECT_TRUE(std::any_of(r.assumptions.begin(), r.assumptions.end(), [&](const std::string& a) {
+      return a.rfind(head, 0) == 0;
+    })) << item;
+  }
+}
+
+TEST(ReproduceTorchgpipe, ReservedPeakIsTheWalksTensorsOverOneMinusFragmentation) {
+  const Catalog catalog = Catalog::load(Catalog::default_dir());
+  torchgpipe::Setup plain{&catalog, load_cluster(torchgpipe::kCluster, catalog), std::nullopt};
+  const FrameworkMemory* fw = FrameworkCatalog::load_dir(catalog.dir()).for_device("tesla-p40");
+  ASSERT_NE(fw, nullptr);
+  torchgpipe::Setup pytorch = plain;
+  pytorch.framework = *fw;
+  const std::string model = "unet:B=5,C=64";
+  const Plan plan =
+      make_plan(torchgpipe::request(plain, model, torchgpipe::sgd_profile(plain, model), 2, "gpipe",
+                                    32, 8, Checkpoint::kExceptLast, "balance-size"));
+  const std::vector<double> tensors = torchgpipe::peak_memory(plain, plan);
+  const std::vector<double> reserved = torchgpipe::peak_memory(pytorch, plan);
+  ASSERT_EQ(tensors.size(), 2u);
+  ASSERT_EQ(reserved.size(), 2u);
+  for (size_t d = 0; d < 2; ++d) {
+    EXPECT_GT(tensors[d], 0);
+    // PyTorch 1.x: cuBLAS's workspace outside the allocator, cuDNN's not counted.
+    EXPECT_DOUBLE_EQ(reserved[d], tensors[d] / (1 - fw->stack.fragmentation.value));
   }
 }
 

@@ -97,7 +97,7 @@ Efficiency default_efficiency() {
 Efficiency efficiency_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "device", "dtype", "compute", "default_compute", "memory",
-                  "overhead_s", "overheads", "default_overheads", "notes", "fit"});
+                  "overhead_s", "overheads", "default_overheads", "notes", "sources", "fit"});
   Efficiency e;
   e.device = doc.string_or("device", "");
   e.dtype = doc.string_or("dtype", "");
@@ -115,6 +115,10 @@ Efficiency efficiency_from_json(const JsonView& doc) {
   }
   if (auto fallback = doc.find("default_overheads"))
     e.default_overheads = checked_overheads(*fallback);
+  if (auto sources = doc.find("sources")) {
+    if (!sources->raw().is_object()) sources->fail("expected an object of field -> source");
+    for (const auto& key : sources->keys()) e.sources[key] = sources->at(key).as_string();
+  }
   if (auto fit = doc.find("fit")) e.fit = fit->raw();
   return e;
 }
@@ -138,6 +142,11 @@ Json efficiency_to_json(const Efficiency& e) {
   }
   if (e.default_overheads) doc["default_overheads"] = overheads_json(*e.default_overheads);
   if (!e.notes.empty()) doc["notes"] = e.notes;
+  if (!e.sources.empty()) {
+    Json sources = Json::object();
+    for (const auto& [key, text] : e.sources) sources[key] = text;
+    doc["sources"] = std::move(sources);
+  }
   if (!e.fit.is_null()) doc["fit"] = e.fit;
   return doc;
 }

@@ -45,10 +45,14 @@
 //    "overhead_s": 2.1e-05,
 //    "overheads": {"attention": {"forward_s": 1.4e-04, "backward_s": 5.1e-04, "step_s": 7e-05}},
 //    "default_overheads": {"forward_s": 9e-05, "backward_s": 3e-04, "step_s": 6e-05},
-//    "notes": "...", "fit": {...free-form report...}}
-// "overheads" and "default_overheads" are optional (files without them load as before, one
-// overhead_s per task). Efficiencies must lie in (0, 2] (a calibrated value above 1 says the
-// catalog's nominal peak is low for this workload); overheads must not be negative.
+//    "notes": "...", "sources": {"conv": "...", "memory": "...", ...},
+//    "fit": {...free-form report...}}
+// "sources" (optional) says where each figure comes from, by field or op kind, for files derived
+// from published benchmarks rather than fitted to this project's profiles (the Turing and Pascal
+// GPUs of the papers reproduced, hardware/efficiency/). "overheads" and "default_overheads" are
+// optional (files without them load as before, one overhead_s per task). Efficiencies must lie
+// in (0, 2] (a calibrated value above 1 says the catalog's nominal peak is low for this
+// workload); overheads must not be negative.
 //
 // Thread-safety: value types and pure functions (file I/O in load/save).
 #pragma once
@@ -89,7 +93,8 @@ struct Efficiency {
   std::string device;  // what it was calibrated on; empty for the built-in defaults
   std::string dtype;
   std::string notes;
-  Json fit;  // the calibration's report, kept as written
+  std::map<std::string, std::string> sources;  // field or op kind -> where its figure comes from
+  Json fit;                                    // the calibration's report, kept as written
 
   double compute_for(const std::string& kind) const;
   double overhead_for(const std::string& kind, TaskPass pass) const;

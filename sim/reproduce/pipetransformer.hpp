@@ -1,6 +1,7 @@
 // `pipetwin reproduce pipetransformer`: PipeTransformer (He, Li, Soltanolkotabi, Avestimehr;
 // ICML'21) on its cluster, 2 nodes x 8 Quadro RTX 5000 (PCIe 3.0 15.754 GB/s inside a node,
-// InfiniBand 5 GB/s between), ViT-B/16 on ImageNet and CIFAR-100 and BERT-large on SQuAD 1.1.
+// InfiniBand 5 GB/s between, one adapter per node), ViT-B/16 on ImageNet and CIFAR-100 and
+// BERT-large on SQuAD 1.1.
 //
 //   pipetransformer_runs.cpp  the settings (Section 4.1, Table 3) and the simulated runs
 //   pipetransformer.cpp       the entry: Table 1, Figure 9, Table 2, Figure 10(b), the caching
@@ -38,7 +39,9 @@
 
 namespace pipetwin::sim::pipetransformer {
 
-inline constexpr const char* kCluster = "pipetransformer-2x8-rtx5000";
+// The paper's testbed with its topology: one InfiniBand adapter per machine, shared by the
+// machine's GPUs (Section 4.1 names one, "InfiniBand CX353A (5GB/s)"; the cluster file's source).
+inline constexpr const char* kCluster = "pipetransformer-2x8-rtx5000-1nic";
 inline constexpr int kFreezeSteps = 10;  // freeze intervals per run (see above)
 inline constexpr double kAlpha = 1.0 / 3.0;
 

@@ -56,12 +56,18 @@ PlanRequest request(const Setup& setup, const std::string& model, const Profile&
   return r;
 }
 
-std::vector<double> peak_memory(const Plan& plan) {
+double measured_bytes(const Setup& setup, double allocated) {
+  return setup.framework
+             ? pipetwin::measured_bytes(*setup.framework, MemoryMeasure::kReserved, allocated)
+             : allocated;
+}
+
+std::vector<double> peak_memory(const Setup& setup, const Plan& plan) {
   const PlanContext ctx(plan, 0);
   const CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
   const MemoryWalk walk = walk_memory(cs, ctx.stages);
   std::vector<double> out;
-  for (const auto& d : walk.devices) out.push_back(d.peak_bytes);
+  for (const auto& d : walk.devices) out.push_back(measured_bytes(setup, d.peak_bytes));
   return out;
 }
 
@@ -112,7 +118,7 @@ AblationRun run_ablation(const Setup& setup, const Profile& profile, bool stream
   out.memory_gib = 0;
   for (const auto& d : sim.metrics.devices) {
     out.utilization += d.utilization / static_cast<double>(sim.metrics.devices.size());
-    out.memory_gib += d.peak_memory_bytes / kGiB;
+    out.memory_gib += measured_bytes(setup, d.peak_memory_bytes) / kGiB;
   }
   return out;
 }
@@ -171,6 +177,9 @@ class TorchgpipeEntry : public ReproEntry {
     Setup setup;
     setup.catalog = &context.catalog;
     setup.cluster = load_cluster(kCluster, context.catalog);
+    if (const FrameworkMemory* fw =
+            FrameworkCatalog::load_dir(context.catalog.dir()).for_device(setup.cluster.device.name))
+      setup.framework = *fw;
     ReproResult res;
     res.id = id();
     res.citation = fmt::format(
@@ -181,23 +190,48 @@ class TorchgpipeEntry : public ReproEntry {
     res.tables.push_back(memory_table(setup, t3));
     res.tables.push_back(ablation_table(setup, t1));
     for (auto& t : speed_tables(setup)) res.tables.push_back(std::move(t));
+    const double f = setup.framework ? setup.framework->stack.fragmentation.value : 0.0;
     res.assumptions = {
         "8 x Tesla P40 (22 GiB usable, 11.76 TFLOP/s float32, 346 GB/s) on PCIe 3.0 x16 "
         "(15.75 GB/s, 5 us), hardware/clusters/torchgpipe-8x-p40.json",
-        "analytic roofline costs of the zoo's U-Net(B, C) and AmoebaNet-D(L, F) descriptors with "
-        "the default efficiencies (no P40 measurements); float32",
+        "analytic roofline costs of the zoo's U-Net(B, C) and AmoebaNet-D(L, F) descriptors, "
+        "float32, with Pascal efficiencies from a published benchmark of another model, not "
+        "fitted to this paper (hardware/efficiency/tesla-p40-float32.json, written by "
+        "hardware/efficiency/derive_published.py: convolution kinds set by ResNet-50 on a GTX "
+        "1080 Ti, the P40's GP102 chip; per-(kind, pass) launch overheads measured on this "
+        "project's H100 host)",
         "plain SGD: 8 bytes per parameter (weight + gradient), no optimizer state, as Table 3 "
         "counts them",
         "GPipe in torchgpipe's clock-cycle order, checkpointing every micro-batch but the last; "
         "naive rows: one device, no pipeline, no checkpointing",
-        "memory: the schedule's memory walk (static bytes + stage inputs kept for checkpointed "
-        "micro-batches + saved activations of the micro-batch in flight); no allocator caching, "
-        "workspace or CUDA context",
+        fmt::format(
+            "memory: the schedule's memory walk (static bytes + stage inputs kept for checkpointed "
+            "micro-batches + saved activations of the micro-batch in flight) gives the tensors' "
+            "bytes (allocated); torchgpipe's benchmarks report torch.cuda.max_memory_cached, the "
+            "caching allocator's reserved peak, which we take as allocated / (1 - {:.2f}) "
+            "(PyTorch 1.x's stack in hardware/frameworks.json: fragmentation, GMLake's published "
+            "average; cuBLAS's workspace lies outside the allocator before PyTorch 1.11 and the "
+            "CUDA context always, so neither counts)",
+            f),
         "Table 3: balance by size (torchgpipe's balance_by_size), batch 32, and the chunk count "
-        "that needs the least memory; 'fits' = every GPU's peak <= 22 GiB; the paper's fit "
-        "pattern is implied by its rows being the largest (B, C) per GPU count",
+        "that needs the least memory; 'fits' = every GPU's reserved peak <= 22 GiB (the P40's "
+        "22919 MiB less the CUDA context); the paper's fit pattern is implied by its rows being "
+        "the largest (B, C) per GPU count",
         "speed: balance by time (balance_by_time); batch and M chosen for the best simulated "
         "throughput among the candidates listed in the notes, as the paper chooses them"};
+    for (auto& note : memory_notes(setup, t3, res.tables.front())) {
+      res.assumptions.push_back(std::move(note));
+    }
+    res.assumptions.push_back(
+        "still missing (Table 1 throughputs and speed-ups): U-Net's convolutions are 3 x 3 at "
+        "stride 1, which cuDNN runs with Winograd's algorithm (Lavin and Gray, CVPR 2016: "
+        "F(2x2, 3x3) needs 2.25x fewer multiplications than the direct convolution the roofline "
+        "counts), while ResNet-50, which sets the Pascal convolution efficiency, has about 40% of "
+        "its arithmetic in such layers (the rest 1 x 1 or strided); the zoo's layers do not carry "
+        "their kernel shape, so the roofline cannot tell them apart. Evidence, a what-if run on "
+        "2026-11-26 with the P40's conv efficiency x 1.5: the streams and portals rows come "
+        "within 7% and both speed-ups within 8%, while the dependency-only row overshoots by 15%: "
+        "torchgpipe's copies without streams also cost more than our serialized copies");
     return res;
   }
 };

@@ -15,10 +15,12 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/framework_memory.hpp"
 #include "core/plan.hpp"
 #include "core/profile.hpp"
 #include "sim/planner.hpp"
@@ -31,7 +33,13 @@ inline constexpr const char* kCluster = "torchgpipe-8x-p40";
 struct Setup {
   const Catalog* catalog = nullptr;
   Cluster cluster;
+  // PyTorch's memory on the cluster's GPU (hardware/frameworks.json); none: the walk's bytes.
+  std::optional<FrameworkMemory> framework;
 };
+
+// What torchgpipe's benchmarks report per GPU: torch.cuda.max_memory_cached, the caching
+// allocator's reserved peak (core/framework_memory.hpp), without the CUDA context.
+double measured_bytes(const Setup& setup, double allocated);
 
 // The zoo model's analytic profile on the cluster's GPU, with plain SGD (no optimizer state).
 Profile sgd_profile(const Setup& setup, const std::string& model);
@@ -41,10 +49,15 @@ PlanRequest request(const Setup& setup, const std::string& model, const Profile&
                     int stages, const std::string& schedule, int batch, int chunks,
                     Checkpoint checkpoint, const std::string& partitioner);
 
-// Peak memory per device of a plan, from the schedule's memory walk (no timing needed).
-std::vector<double> peak_memory(const Plan& plan);
+// Peak memory per device of a plan as torchgpipe measures it (measured_bytes) from the schedule's
+// memory walk (no timing needed).
+std::vector<double> peak_memory(const Setup& setup, const Plan& plan);
 
 ReproTable memory_table(const Setup& setup, const ReferenceTable& ref);
+// For every Table 3 memory row more than 10% off the paper: what our model lacks, with the
+// row's own numbers.
+std::vector<std::string> memory_notes(const Setup& setup, const ReferenceTable& ref,
+                                      const ReproTable& table3);
 std::vector<ReproTable> speed_tables(const Setup& setup);
 
 }  // namespace pipetwin::sim::torchgpipe
