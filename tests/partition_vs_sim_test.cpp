@@ -204,6 +204,10 @@ struct Gaps {
   std::vector<double> serial;   // chains without replicas: against round_trip_s
   std::vector<double> gaps;     // (simulated - predicted) / predicted
   int replicated = 0, skipped = 0;
+  // pipedream-dp plans the planner refined by simulation (sim/planner.cpp refine_pipedream): an
+  // uneven hybrid or data parallelism simulated faster than the as-planned search's pick; their
+  // objective is that simulation, so they carry no gap
+  int refined = 0, refined_hybrids = 0;
   double plan_s = 0;
   double median() const {
     std::vector<double> v = gaps;
@@ -255,8 +259,12 @@ void measure(const Profile& profile, const Cluster& cluster, int K, const std::s
   }
   const Priced priced(plan, r);
   const Partition part = partition_of(plan, r.dp);
-  if (name == "pipedream-dp") {
-    ASSERT_EQ(pipedream_plan(priced.request, kAsPlanned).partition.stages, part.stages);
+  if (name == "pipedream-dp" &&
+      (plan.replicates_stages() ||
+       pipedream_plan(priced.request, kAsPlanned).partition.stages != part.stages)) {
+    ++out.refined;
+    if (plan.replicates_stages()) ++out.refined_hybrids;
+    return;
   }
   const double predicted = predicted_s(name, priced.request, part);
   const PlanContext ctx(plan, 0);
@@ -369,9 +377,11 @@ TEST(PartitionVsSim, PipeDreamObjectiveIsThePlannedPeriod) {
   const Gaps& g = gaps["pipedream-dp"];
   std::printf(
       "pipedream-dp: %zu plans: %d data parallel only, %d pipelines, %d both, %zu one "
-      "device\n",
+      "device; %d more refined by simulation (%d to an uneven hybrid, the rest to data "
+      "parallelism)\n",
       g.gaps.size(), g.replicated - g.both, g.pipelined, g.both,
-      g.gaps.size() - static_cast<size_t>(g.replicated + g.pipelined));
+      g.gaps.size() - static_cast<size_t>(g.replicated + g.pipelined), g.refined,
+      g.refined_hybrids);
   print_header();
   row("as planned (objective)", g);
   std::printf("its data-parallel plans, priced otherwise:\n");
@@ -384,8 +394,9 @@ TEST(PartitionVsSim, PipeDreamObjectiveIsThePlannedPeriod) {
     row(label, other);
   }
   EXPECT_EQ(g.skipped, 0);
-  EXPECT_EQ(g.gaps.size(), static_cast<size_t>(3 * kProfiles));
-  EXPECT_GT(g.pipelined + g.both, 50);  // pipelines are exercised, not only data parallelism
+  EXPECT_EQ(g.gaps.size() + static_cast<size_t>(g.refined), static_cast<size_t>(3 * kProfiles));
+  EXPECT_LT(g.refined, 3 * kProfiles / 10);  // the as-planned search stays the rule
+  EXPECT_GT(g.pipelined + g.both, 50);       // pipelines are exercised, not only data parallelism
   EXPECT_GT(g.replicated, 50);
   for (double gap : g.gaps) ASSERT_LE(std::abs(gap), 0.05);
   EXPECT_LE(std::abs(g.worst()), 0.05);

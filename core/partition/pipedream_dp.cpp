@@ -28,8 +28,13 @@ struct Cell {
 // The program's table for j = 0..L and m = 0..P machines.
 class Program {
  public:
-  Program(const PartitionRequest& r, bool memory_aware)
-      : r_(r), scan_(r), L_(r.cost->num_layers()), P_(r.num_stages), memory_aware_(memory_aware) {
+  Program(const PartitionRequest& r, bool memory_aware, bool serial_sync)
+      : r_(r),
+        scan_(r),
+        L_(r.cost->num_layers()),
+        P_(r.num_stages),
+        memory_aware_(memory_aware),
+        serial_sync_(serial_sync) {
     cells_.resize((static_cast<size_t>(L_) + 1) * (static_cast<size_t>(P_) + 1));
     ar_fixed_.assign(static_cast<size_t>(P_) * (static_cast<size_t>(P_) + 1), 0);
     ar_per_byte_ = ar_fixed_;
@@ -142,7 +147,9 @@ class Program {
         const double sync =
             m > 1 ? (ar_fixed_[k] + ar_per_byte_[k] * t.param_bytes) / std::max(1, r_.micro_batches)
                   : 0;
-        const double value = std::max(base, std::max(t.compute_s, sync) / m);
+        // The paper hides the all-reduce behind the compute; the released optimizer adds it.
+        const double value =
+            std::max(base, (serial_sync_ ? t.compute_s + sync : std::max(t.compute_s, sync)) / m);
         Cell& cell = at(j, m0 + m);
         const double tol = 1e-12 * std::max(value, cell.time == kInf ? 0 : cell.time);
         if (value < cell.time - tol || (std::abs(value - cell.time) <= tol && m < cell.replicas)) {
@@ -156,6 +163,7 @@ class Program {
   const RangeScanner scan_;
   const int L_, P_;
   const bool memory_aware_;
+  const bool serial_sync_;  // PipeDreamPricing::kReleased
   std::vector<Cell> cells_;
   size_t ar_index(int m0, int m) const {
     return static_cast<size_t>(m0) * (static_cast<size_t>(P_) + 1) + static_cast<size_t>(m);
@@ -286,8 +294,8 @@ class PlannedSearch {
   std::vector<std::unique_ptr<StageCost>> costs_;  // by begin * (L + 1) + end, for the current m
 };
 
-PipeDreamPlan paper_plan(const PartitionRequest& r, bool memory_aware) {
-  Program program(r, memory_aware);
+PipeDreamPlan paper_plan(const PartitionRequest& r, bool memory_aware, bool serial_sync) {
+  Program program(r, memory_aware, serial_sync);
   program.bound_positions();
   program.run();
   const auto [time, machines] = program.best();
@@ -304,8 +312,9 @@ PipeDreamPlan paper_plan(const PartitionRequest& r, bool memory_aware) {
 }
 
 PipeDreamPlan plan_once(const PartitionRequest& r, bool memory_aware, PipeDreamPricing pricing) {
-  PipeDreamPlan out = pricing == PipeDreamPricing::kPaper ? paper_plan(r, memory_aware)
-                                                          : PlannedSearch(r, memory_aware).run();
+  PipeDreamPlan out = pricing == PipeDreamPricing::kAsPlanned
+                          ? PlannedSearch(r, memory_aware).run()
+                          : paper_plan(r, memory_aware, pricing == PipeDreamPricing::kReleased);
   for (size_t s = 0; s < out.stage_memory_bytes.size(); ++s) {
     if (out.stage_memory_bytes[s] > out.stage_memory_bytes[static_cast<size_t>(out.worst_stage)]) {
       out.worst_stage = static_cast<int>(s);

@@ -73,6 +73,9 @@ namespace pipetwin {
 enum class PipeDreamPricing {
   kPaper,      // Section 3.1's T(i -> j, m), per-stage replica counts: the paper's program
   kAsPlanned,  // planned_period_s of what sim/planner.cpp builds: uniform replication only
+  // The paper's program with the all-reduce added to the stage's compute, not hidden behind it,
+  // as PipeDream's released optimizer (optimizer/optimizer_graph_hierarchical.py) prices it.
+  kReleased,
 };
 
 struct PipeDreamOptions {

@@ -37,7 +37,8 @@ void emit_async_1f1b(ScheduleBuilder& b, RecomputeStage recompute_stage) {
   std::vector<std::vector<Step>> seq(static_cast<size_t>(K));
   for (int s = 0; s < K; ++s) {
     auto& q = seq[static_cast<size_t>(s)];
-    const int warmup = std::min(b.depth(s) + 1, J);
+    // With replicated stages, enough for every device downstream and each replica of s.
+    const int warmup = std::min(b.devices_after(s) + b.shape().replicas_of(s), J);
     int next_forward = 0;
     for (; next_forward < warmup; ++next_forward) q.push_back({true, next_forward});
     for (int mb = 0; mb < J; ++mb) {

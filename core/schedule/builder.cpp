@@ -41,6 +41,20 @@ int ScheduleBuilder::depth(int stage) const {
   return depth_[static_cast<size_t>(stage)];
 }
 
+int ScheduleBuilder::devices_after(int stage) const {
+  if (devices_after_.empty()) {
+    devices_after_.assign(static_cast<size_t>(K()), 0);
+    for (int s = K() - 1; s >= 0; --s) {
+      for (const auto& e : shape_.edges) {
+        if (e.from != s) continue;
+        auto& d = devices_after_[static_cast<size_t>(s)];
+        d = std::max(d, devices_after_[static_cast<size_t>(e.to)] + shape_.replicas_of(e.to));
+      }
+    }
+  }
+  return devices_after_[static_cast<size_t>(stage)];
+}
+
 void ScheduleBuilder::emit(int device, const Action& a) {
   devices_[static_cast<size_t>(device)].push_back(a);
 }

@@ -43,6 +43,11 @@ class ScheduleBuilder {
   // Longest path (in stage edges) from `stage` to a last stage: FTPipe's depth, "graph distance
   // from the output" (Section 4); K - 1 - stage on a chain.
   int depth(int stage) const;
+  // Devices on the longest path after `stage` (PipelineShape::stage_replicas counted): depth(s)
+  // without replicated stages. A stage keeps that many micro-batches, plus one per replica of its
+  // own, in flight for every device downstream to have work — PipeDream's NOAM, "number of
+  // optimal active mini-batches" (SOSP'19 Section 3.3), for the input stage.
+  int devices_after(int stage) const;
   // Whether micro-batch `mb` is checkpointed (recomputed before its backward) under the shape's
   // checkpoint mode; "except_last" spares the last micro-batch of each mini-batch (torchgpipe).
   bool recomputes(int mb) const;
@@ -86,7 +91,8 @@ class ScheduleBuilder {
   PipelineShape shape_;
   std::vector<std::vector<Action>> devices_;  // replica 0
   std::vector<ControlDep> control_;
-  mutable std::vector<int> depth_;  // per stage, filled on first use
+  mutable std::vector<int> depth_;          // per stage, filled on first use
+  mutable std::vector<int> devices_after_;  // per stage, filled on first use
 };
 
 }  // namespace pipetwin

@@ -20,7 +20,9 @@ Schedule make_1f1b(const PipelineShape& shape) {
   for (int step = 0; step < b.N(); ++step) {
     const int base = step * M;
     for (int s = 0; s < K; ++s) {
-      const int warmup = std::min(K - 1 - s, M);
+      // K - 1 - s; with replicated stages, one more per further device
+      // (ScheduleBuilder::devices_after).
+      const int warmup = std::min(b.devices_after(s) + b.shape().replicas_of(s) - 1, M);
       for (int i = 0; i < warmup; ++i) b.forward(s, base + i);
       for (int i = warmup; i < M; ++i) {
         b.forward(s, base + i);
