@@ -27,6 +27,7 @@ using ::testing::HasSubstr;
 struct ResumeCase {
   std::string name, model, schedule, data, optimizer;
   int stages, chunks, dp, steps_per_epoch, checkpoint_every;  // 0: every epoch
+  bool three_one = false;  // PipeDream's 3-1 (testing::three_one_plan) instead of `stages`
 };
 
 void PrintTo(const ResumeCase& c, std::ostream* os) {
@@ -38,6 +39,7 @@ class Checkpoints : public test::TempDirTest {
   void TearDown() override { ::unsetenv("PIPETWIN_FAULT"); }
 
   static Plan plan_of(const ResumeCase& c) {
+    if (c.three_one) return testing::three_one_plan(c.schedule, c.chunks);
     return exec_plan({.model = c.model,
                       .schedule = c.schedule,
                       .stages = c.stages,
@@ -126,7 +128,10 @@ INSTANTIATE_TEST_SUITE_P(
                    2, 2, 2, 5, 3},
         // asynchronous: checkpoints at epoch ends.
         ResumeCase{"mlp_pipedream", "mlp:layers=4,width=32,input=16", "pipedream", "synthetic",
-                   "sgd", 3, 2, 1, 3, 0}),
+                   "sgd", 3, 2, 1, 3, 0},
+        // stage 0 on three devices: every copy's state comes back (else the next steps differ).
+        ResumeCase{"mlp_three_one_1f1b", "mlp:layers=4,width=32,input=16", "1f1b", "synthetic",
+                   "adam", 2, 3, 1, 3, 2, true}),
     [](const auto& info) { return info.param.name; });
 
 // A full disk while checkpointing (the file-size limit drops; writes fail with EFBIG): the run
