@@ -1,15 +1,18 @@
 // `pipetwin reproduce pipedream`: the entry and its tables (see pipedream.hpp).
 //
-// 1. table1-configs: one row per row of the paper's Table 1, its speedup over DP beside ours, the
-//    paper's configuration and our partitioner's pick in the note.
+// 1. table1-configs: per row of the paper's Table 1, its speedup over DP beside ours: our
+//    pipedream-dp's pick under its objective, and, simulated, the paper's configuration and our
+//    planner's pick.
 // 2. objectives: per modelled row, the time per mini-batch of our pick, of the paper's
-//    configuration (at its best split) and of pure data parallelism, under every pricing.
+//    configuration (at its best split) and of pure data parallelism, under every pricing; and our
+//    planner's picks, simulated.
 // 3. batch-sensitivity: our pick at half and twice the per-worker mini-batch we assume (Table 1
 //    does not state it).
-// The README's assumptions say, for every row where our pick differs from the paper's, which
-// term of the objective decides it, with its numbers.
+// The README's notes (pipedream_notes.cpp) say, per row, what each pricing ranks first, where
+// the simulator and the objective disagree, and which term decides a pick that differs.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -96,11 +99,27 @@ std::string cluster_name(const PaperRow& row, const Catalog& catalog) {
 }
 
 double Outcome::speedup_ours() const {
-  return not_modelled.empty() ? dp.seconds.front() / ours.seconds.front() : kNaN;
+  return speedup(ours, kObjective);
 }
 
-double Outcome::speedup_papers() const {
-  return not_modelled.empty() ? dp.seconds.front() / papers.seconds.front() : kNaN;
+double Outcome::speedup(const Priced& p, size_t k) const {
+  return not_modelled.empty() ? dp.seconds[k] / p.seconds[k] : kNaN;
+}
+
+const PlannerPick& Outcome::planner_best() const {
+  const PlannerPick* best = &planner.front();
+  for (const auto& p : planner) {
+    if (!(p.seconds >= best->seconds) && !std::isnan(p.seconds)) best = &p;
+  }
+  return *best;
+}
+
+double Outcome::speedup_planner() const {
+  return not_modelled.empty() ? dp.seconds[kSimulated] / planner_best().seconds : kNaN;
+}
+
+int planner_chunks(const PaperRow& row) {
+  return lcm_of(parse_config(row.config, row.gpus(), row.label()));
 }
 
 bool Outcome::agrees() const {
@@ -114,7 +133,12 @@ Priced price(const Workload& s, Partition p) {
   Priced out;
   out.config = format_config(replica_counts(p));
   out.stages = describe_stages(s.cost(), p);
-  for (const auto& pricing : pricings()) out.seconds.push_back(pricing.time_s(s.request(), p));
+  for (const auto& pricing : pricings()) {
+    const Price price = pricing.price(s.request(), p);
+    out.seconds.push_back(price.priced() ? price.seconds : kNaN);
+    out.refused.push_back(price.refused);
+  }
+  out.network = network_borders(s.request(), p);
   out.terms = objective_terms(s.request(), p);
   out.binding = binding_term(s.request(), p);
   out.partition = std::move(p);
@@ -140,6 +164,8 @@ Outcome run_row(const Catalog& catalog, const PaperRow& row) {
   o.ours = price(s, pipedream_plan(s.request()).partition);
   o.papers = price(s, best_split(s.request(), parse_config(row.config, row.gpus(), row.label())));
   o.dp = price(s, best_split(s.request(), {row.gpus()}));
+  const int M = planner_chunks(row), b = o.model->batch;
+  o.planner = {planner_pick(s, M, M * b), planner_pick(s, 1, row.gpus() * b)};
   return o;
 }
 
@@ -155,30 +181,63 @@ std::vector<int> pick_at_batch(const Catalog& catalog, const PaperRow& row, int 
 
 namespace {
 
+// "; simulated: does not fit: ..." when pricing k refused it.
+std::string refusal(const Priced& p, size_t k) {
+  return p.refused[k].empty() ? "" : "; " + p.refused[k];
+}
+
 ReproTable configs_table(const std::vector<Outcome>& outcomes) {
   ReproTable t{"table1-configs",
-               "PipeDream Table 1: the configuration picked and its speedup over DP, the paper's "
-               "optimizer and our pipedream-dp",
+               "PipeDream Table 1: the configuration picked and its speedup over DP — the "
+               "paper's optimizer; our pipedream-dp under its objective; simulated, the paper's "
+               "configuration and our planner's pick",
                {}};
   for (const auto& o : outcomes) {
-    std::string note;
     if (!o.not_modelled.empty()) {
-      note = fmt::format("paper {}; not modelled: {}", o.row.config,
-                         o.not_modelled.substr(0, o.not_modelled.find(':')));
-    } else {
-      note = fmt::format("paper {}, ours {} ({})", o.row.config, o.ours.config,
-                         o.agrees() ? "the same" : "differs");
+      t.rows.push_back({o.row.label(), "speedup over DP", o.row.speedup, kNaN, "x",
+                        fmt::format("paper {}; not modelled: {}", o.row.config,
+                                    o.not_modelled.substr(0, o.not_modelled.find(':')))});
+      continue;
     }
     t.rows.push_back(
-        {o.row.label(), "speedup over DP", o.row.speedup, o.speedup_ours(), "x", note});
+        {o.row.label(), "speedup over DP", o.row.speedup, o.speedup_ours(), "x",
+         fmt::format("paper {}, ours {} ({}); the pipedream-dp objective", o.row.config,
+                     o.ours.config, o.agrees() ? "the same" : "differs")});
+    t.rows.push_back(
+        {o.row.label(), "speedup over DP, simulated: the paper's configuration", o.row.speedup,
+         o.speedup(o.papers, kSimulated), "x",
+         fmt::format("paper {} at its best split{}", o.row.config, refusal(o.papers, kSimulated))});
+    const PlannerPick& best = o.planner_best();
+    t.rows.push_back({o.row.label(), "speedup over DP, simulated: our planner's pick",
+                      o.row.speedup, o.speedup_planner(), "x",
+                      fmt::format("paper {}, planner {} ({}){}", o.row.config,
+                                  best.config.empty() ? "-" : best.config, best.setting(),
+                                  best.refused.empty() ? "" : "; " + best.refused)});
   }
   return t;
+}
+
+// Our planner's picks and its data-parallel candidates, simulated.
+void planner_rows(ReproTable& t, const Outcome& o) {
+  for (const auto& p : o.planner) {
+    const std::string note =
+        p.refused.empty() ? fmt::format("{}: {}", p.config, p.stages) : p.refused;
+    t.rows.push_back({o.row.label(), "simulated: our planner's pick at " + p.setting(), kNaN,
+                      p.seconds * 1e3, "ms", note});
+    t.rows.push_back(
+        {o.row.label(), "simulated: data parallel at " + p.setting(), kNaN, p.dp_seconds * 1e3,
+         "ms",
+         fmt::format("the planner's data-parallel candidate: {} micro-batch{} of "
+                     "{} samples per replica a step",
+                     p.chunks, p.chunks == 1 ? "" : "es", p.batch / (p.chunks * o.row.gpus()))});
+  }
 }
 
 ReproTable objectives_table(const std::vector<Outcome>& outcomes) {
   ReproTable t{"objectives",
                "Time per mini-batch (steady state) of our pick, the paper's configuration at its "
-               "best split, and data parallelism",
+               "best split and data parallelism, under the pipedream-dp objective and simulated; "
+               "our planner's picks, simulated",
                {}};
   for (const auto& o : outcomes) {
     if (!o.not_modelled.empty()) continue;
@@ -190,13 +249,15 @@ ReproTable objectives_table(const std::vector<Outcome>& outcomes) {
         t.rows.push_back(
             {o.row.label(), fmt::format("{}: {} {}", how, who, p->config), kNaN,
              p->seconds[k] * 1e3, "ms",
-             k == 0 ? fmt::format("{}; set by {}", p->stages, p->binding.what) : p->stages});
+             (k == kObjective ? fmt::format("{}; set by {}", p->stages, p->binding.what)
+                              : p->stages) +
+                 refusal(*p, k)});
       }
-      t.rows.push_back({o.row.label(),
-                        fmt::format("{}: speedup over DP of the paper's {}", how, o.row.config),
-                        o.row.speedup, o.dp.seconds[k] / o.papers.seconds[k], "x",
-                        "the paper's configuration priced as ours"});
+      t.rows.push_back(
+          {o.row.label(), fmt::format("{}: speedup over DP of the paper's {}", how, o.row.config),
+           o.row.speedup, o.speedup(o.papers, k), "x", "the paper's configuration priced as ours"});
     }
+    planner_rows(t, o);
   }
   return t;
 }
@@ -218,135 +279,35 @@ ReproTable sensitivity_table(const Catalog& catalog, const std::vector<Outcome>&
   return t;
 }
 
-const Term& term(const Priced& p, const std::string& what) {
-  for (const auto& t : p.terms) {
-    if (t.what == what) return t;
-  }
-  throw InputError(fmt::format("reproduce pipedream: no term \"{}\" in {}", what, p.config));
-}
-
-// Why our pick and the paper's differ, with the numbers of the terms that decide it.
-std::string why_different(const Outcome& o) {
-  const double ours = o.ours.seconds.front(), papers = o.papers.seconds.front();
-  const Term& c = term(o.dp, "stage 0 compute");
-  const Term& w = term(o.dp, "stage 0 all-reduce");
-  std::string out = fmt::format(
-      "{}: the paper picks {}, we pick {}. Ours: {:.2f} ms per mini-batch ({}), set by {} "
-      "({}). The paper's {} at its best split ({}): {:.2f} ms ({:+.1f}%), set by {} ({}). Data "
-      "parallelism: {:.2f} ms, the larger of its compute ({:.0f} ms over {} workers) and its "
-      "all-reduce ({:.0f} ms over {}).",
-      o.row.label(), o.row.config, o.ours.config, ours * 1e3, o.ours.stages, o.ours.binding.what,
-      o.ours.binding.detail, o.row.config, o.papers.stages, papers * 1e3, (papers / ours - 1) * 100,
-      o.papers.binding.what, o.papers.binding.detail, o.dp.seconds.front() * 1e3, c.whole_s() * 1e3,
-      c.workers, w.whole_s() * 1e3, w.workers);
-  if (o.ours.partition.num_stages() == 1) {
-    const double needed = papers * w.workers;
-    out += fmt::format(
-        " PipeDream's pricing hides a stage's all-reduce behind its compute (the max), so the "
-        "paper's {} wins only once data parallelism's all-reduce takes more than {} x {:.2f} ms = "
-        "{:.0f} ms, {:.2f}x what our cost model gives it: the paper's pick implies more "
-        "communication per unit of compute than ours, from a slower all-reduce than our "
-        "topology-aware collective or a faster compute than our roofline (efficiencies: {}; "
-        "direct-convolution FLOPs). The batch-sensitivity table shows the pick at smaller "
-        "mini-batches, which have less compute per all-reduce.",
-        o.row.config, w.workers, papers * 1e3, needed * 1e3, needed / w.whole_s(), o.efficiency);
-  }
-  return out;
-}
-
-// The notes that depend on the rows: uncertain cells, efficiencies, rows left out and why,
-// and why every pick that differs from the paper's does.
-std::vector<std::string> row_notes(const std::vector<Outcome>& outcomes) {
-  std::vector<std::string> a;
-  for (const auto& o : outcomes) {
-    if (!o.row.uncertain.empty()) {
-      a.push_back(fmt::format("uncertain transcription, {}: {}", o.row.label(), o.row.uncertain));
-    }
-  }
-  std::vector<std::string> efficiencies;  // one line per cluster GPU's source
-  for (const auto& o : outcomes) {
-    if (o.not_modelled.empty() &&
-        std::find(efficiencies.begin(), efficiencies.end(), o.efficiency) == efficiencies.end()) {
-      efficiencies.push_back(o.efficiency);
-      a.push_back(
-          fmt::format("roofline efficiencies on Cluster-{}: {}", o.row.cluster, o.efficiency));
-    }
-  }
-  // One line per reason, naming the rows it leaves out.
-  std::vector<std::pair<std::string, std::string>> left_out;  // reason, rows
-  for (const auto& o : outcomes) {
-    if (o.not_modelled.empty()) continue;
-    auto it = std::find_if(left_out.begin(), left_out.end(),
-                           [&](const auto& r) { return r.first == o.not_modelled; });
-    if (it == left_out.end()) it = left_out.insert(left_out.end(), {o.not_modelled, ""});
-    it->second += (it->second.empty() ? "" : "; ") + o.row.label();
-  }
-  for (const auto& [reason, rows] : left_out) {
-    a.push_back(fmt::format("not modelled ({}): {}", rows, reason));
-  }
-  for (const auto& o : outcomes) {
-    if (o.not_modelled.empty() && !o.agrees()) a.push_back(why_different(o));
-  }
-  return a;
-}
-
-std::vector<std::string> assumptions(const std::vector<Outcome>& outcomes) {
-  std::vector<std::string> a = {
-      "experiments/reference/pipedream-table1-configs.csv was transcribed from PipeDream's "
-      "Table 1 as recalled, not re-read from the paper; its `uncertain` column marks the cells "
-      "that may differ from the printed table",
-      "clusters: Cluster-A = hardware/clusters/pipedream-cluster-a-4x4-v100.json (4 servers x 4 "
-      "V100 PCIe 16 GB, PCIe 3.0 inside a server, one 10 Gb Ethernet interface per server); "
-      "Cluster-B = pipedream-cluster-b-2x8-v100.json (2 x 8 V100 SXM2 16 GB, NVLink 2, one 25 Gb "
-      "Ethernet interface per server); each file cites its figures",
-      "models: the analytic zoo's vgg:16, resnet:50 and alexnet (torchvision's layer lists at "
-      "224 x 224; core/zoo/vgg.cpp, convnets.cpp), float32, SGD with momentum; times from the "
-      "roofline (core/zoo/analytic.hpp), no measured V100 profile shipping",
-      "per-worker mini-batch (not in Table 1): VGG-16 64, ResNet-50 128, AlexNet 256 — ours to "
-      "choose; the batch-sensitivity table gives our pick at half and twice these",
-      "PipeDream's request: P = every GPU of the cluster, weights updated after every "
-      "mini-batch (one all-reduce per mini-batch, M = 1), no memory limit (PipeDream's optimizer "
-      "has none); pipedream-dp with the paper's pricing (Section 3.1): a stage on m workers costs "
-      "max(compute, all-reduce) / m, a border 2 C; the all-reduce is the cost model's "
-      "(topology-aware: the fastest of ring, tree and hierarchical over the servers' shared "
-      "NICs), not the paper's parameter-server estimate",
-      "the paper's configuration names replica counts, not layers: it is priced at the "
-      "contiguous split that minimises the same objective (what our program would give it, had "
-      "it picked it); speedup over DP = the DP configuration's time per mini-batch over the "
-      "configuration's",
-      "the paper's speedups are time to accuracy of real runs (AlexNet: epoch time), ours the "
-      "steady-state throughput ratio of the optimizer's own model: the paper's include its "
-      "measured DP baseline's overheads and PipeDream's statistical efficiency, ours neither; "
-      "a simulated column (pricings() in pipedream_configs.cpp) waits for the simulator to run "
-      "stages replicated by different amounts"};
-  for (auto& line : row_notes(outcomes)) a.push_back(std::move(line));
-  return a;
-}
-
 class PipeDreamEntry : public ReproEntry {
  public:
   std::string id() const override { return "pipedream"; }
   std::string title() const override {
-    return "PipeDream: Table 1's configurations (15-1, Straight, DP) vs our pipedream-dp's pick";
+    return "PipeDream: Table 1's configurations (15-1, Straight, DP) vs our pipedream-dp's and "
+           "planner's picks, by the objective and simulated";
   }
 
   ReproResult run(const ReproContext& context) const override {
     std::vector<Outcome> outcomes;
     for (const auto& row : paper_rows(context)) outcomes.push_back(run_row(context.catalog, row));
-    ReproResult res;
-    res.id = id();
-    res.citation = fmt::format(
-        "PipeDream (Narayanan et al., \"PipeDream: Generalized Pipeline Parallelism for DNN "
-        "Training\", SOSP'19), Table 1 ({})",
-        load_reference(context, kReference).path);
-    res.tables = {configs_table(outcomes), objectives_table(outcomes),
-                  sensitivity_table(context.catalog, outcomes)};
-    res.assumptions = assumptions(outcomes);
-    return res;
+    return result_of(context, outcomes);
   }
 };
 
 }  // namespace
+
+ReproResult result_of(const ReproContext& context, const std::vector<Outcome>& outcomes) {
+  ReproResult res;
+  res.id = "pipedream";
+  res.citation = fmt::format(
+      "PipeDream (Narayanan et al., \"PipeDream: Generalized Pipeline Parallelism for DNN "
+      "Training\", SOSP'19), Table 1 ({})",
+      load_reference(context, kReference).path);
+  res.tables = {configs_table(outcomes), objectives_table(outcomes),
+                sensitivity_table(context.catalog, outcomes)};
+  res.assumptions = notes(outcomes);
+  return res;
+}
 
 }  // namespace pipedream
 

@@ -1,19 +1,21 @@
 // `pipetwin reproduce pipedream`: PipeDream (Narayanan et al., "PipeDream: Generalized Pipeline
 // Parallelism for DNN Training", SOSP'19), Table 1 — the configuration PipeDream's optimizer
 // picked per model and cluster ("15-1", "Straight", "16") beside the pick of our `pipedream-dp`
-// partitioner (core/partition/pipedream_dp.hpp, the program of the paper's Section 3.1) on the
-// same models and clusters.
+// partitioner (core/partition/pipedream_dp.hpp, the program of the paper's Section 3.1) and of our
+// planner (sim::make_plan: that program refined by simulation) on the same models and clusters.
 //
-//   pipedream.cpp          the entry: its settings, tables and the README's explanations
-//   pipedream_configs.cpp  Table 1's notation, the pricing of a configuration, the best split of
-//                          a given configuration, and one row of the comparison
+//   pipedream.cpp          the entry: its settings, one row of the comparison, its tables
+//   pipedream_configs.cpp  Table 1's notation, the objective of a configuration, its best split
+//   pipedream_sim.cpp      a configuration simulated as PipeDream runs it; our planner's pick
+//   pipedream_notes.cpp    the README's assumptions and per-row explanations
 //
 // A configuration is a list of per-stage replica counts; the paper prints it but not which layers
-// its stages hold. So the paper's configuration is priced at its best contiguous split under the
-// same objective our partitioner minimises (objective_s), and "speedup over DP" is the pure
-// data-parallel configuration's time over that of the configuration. The times are pipedream-dp's
-// objective, not a simulation: the planner and simulator do not yet run stages replicated by
-// different amounts. `pricings()` is the one place a simulated column is to be added.
+// its stages hold. So the paper's configuration is split where the objective our partitioner
+// minimises (objective_s) puts its cuts. Every configuration is then priced twice (pricings()):
+// by that objective, and by the simulator running it under PipeDream's asynchronous schedule
+// (Section 3.3: 1F1B with weight stashing, a replicated stage's mini-batches dealt round-robin).
+// "Speedup over DP" is the pure data-parallel configuration's time per mini-batch over the
+// configuration's, under one pricing.
 //
 // Thread-safety: pure functions; a Workload is immutable after construction.
 #pragma once
@@ -26,6 +28,7 @@
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/partition/partitioner.hpp"
+#include "core/plan.hpp"
 #include "sim/reproduce/reproduce.hpp"
 
 namespace pipetwin::sim::pipedream {
@@ -99,6 +102,7 @@ struct Term {
   double seconds = 0;  // its share per mini-batch: whole_s / workers
   std::string detail;  // the numbers it is made of
   int workers = 1;     // it is shared by (a stage's replicas; 1 for a border)
+  double bytes = 0;    // a border: the activations per mini-batch, each way
   double whole_s() const { return seconds * workers; }
 };
 // Every term of PipeDream's objective for `p` (Section 3.1, as pipedream-dp prices it): per stage
@@ -112,45 +116,134 @@ double objective_s(const PartitionRequest& r, const Partition& p);
 // The term that sets objective_s.
 Term binding_term(const PartitionRequest& r, const Partition& p);
 
-// A way to price a configuration, one column of the entry's tables; the first is the one the
-// paper's configurations are split by. A simulated pricing is one more entry of pricings().
+// What one pricing says of one configuration: seconds per mini-batch (of the request's
+// micro_batch samples), or NaN and why it has no price (a plan that does not fit memory).
+struct Price {
+  double seconds = 0;
+  std::string refused;  // "does not fit: device 0 (v100-16gb #0) needs 17.20 GiB of 16.00 GiB"
+  bool priced() const { return refused.empty(); }
+};
+
+// A border after a stage replicated unevenly, as the network sees it: the objective prices it as
+// 2 C over the link between the stage's last worker and the next stage's first, but mini-batch j
+// goes from replica j mod r of the one to replica j mod r' of the other (Section 3.3's
+// round-robin), so some of them cross the inter-server network.
+struct NetworkBorder {
+  Term priced;     // the objective's "border k-1|k (2 C)"
+  int remote = 0;  // of `cycle` consecutive mini-batches, those that cross servers
+  int cycle = 0;   // lcm(r, r')
+  // Per mini-batch, a lower bound on any schedule's time: the most activation bytes one server
+  // receives from other servers per mini-batch, over its NICs' bandwidth (Cluster::topology's
+  // nics_per_node x the inter-server link; the gradients going back not counted).
+  double nic_s = 0;
+};
+// The borders of `p` (replicated unevenly, on consecutive workers as pipedream_run_plan places
+// it) where some mini-batches cross servers; empty for one replicated alike.
+std::vector<NetworkBorder> network_borders(const PartitionRequest& r, const Partition& p);
+
+// A way to price a configuration, one column of the entry's tables: kObjective (the one the
+// paper's configurations are split by; it never refuses) and kSimulated (simulated_price).
 struct Pricing {
   std::string name;  // "pipedream-dp objective"
-  std::function<double(const PartitionRequest&, const Partition&)> time_s;
+  std::function<Price(const PartitionRequest&, const Partition&)> price;
 };
 const std::vector<Pricing>& pricings();
+inline constexpr size_t kObjective = 0, kSimulated = 1;
 
 // The contiguous split into replicas.size() stages with these replica counts that minimises
 // objective_s (ties: the more even split); InputError when the model has fewer layers than
 // stages or the counts need more workers than the request has.
 Partition best_split(const PartitionRequest& r, const std::vector<int>& replicas);
 
+// ---- simulated (pipedream_sim.cpp) ------------------------------------------------------------
+
+// PipeDream's own schedule (Section 3.3: asynchronous 1F1B, weight stashing; core/schedule).
+inline constexpr const char* kSchedule = "pipedream";
+
+int lcm_of(const std::vector<int>& counts);
+
+// The plan that runs `p` as PipeDream runs it: schedule kSchedule, every micro-batch r.micro_batch
+// samples (PipeDream's per-worker mini-batch), the stages on consecutive devices. Replicated
+// unevenly ("15-1"): the stages keep their replica counts (StagePlan::replicas, round-robin), M =
+// the lcm of the counts micro-batches per step, so a stage of r replicas all-reduces once every
+// M / r of its mini-batches (once per mini-batch for "15-1" and "14-1-1"). Replicated alike
+// ("16", "8-8"): data parallelism of the unreplicated pipeline, M = 1, one all-reduce per
+// mini-batch as PipeDream's DP baseline. Batch = dp x M x r.micro_batch.
+Plan pipedream_run_plan(const PartitionRequest& r, const Partition& p);
+// Iterations simulated: 2 S + 4 for S stages, the asynchronous schedule's S fill and S drain steps
+// left out of the steady window (core/metrics.cpp) and three step intervals measured between.
+int sim_iterations(const Plan& plan);
+// The simulated steady-state iteration time of `plan` per `mini_batch` samples (iteration x
+// mini_batch / batch), refused when the memory walk overflows a device.
+Price simulate_per_mini_batch(const Plan& plan, int mini_batch);
+// simulate_per_mini_batch(pipedream_run_plan(r, p), r.micro_batch).
+Price simulated_price(const PartitionRequest& r, const Partition& p);
+
+// Our planner's pick (sim::make_plan: pipedream-dp refined by simulation, sim/planner.cpp) for the
+// workload: K = every GPU, schedule kSchedule, `chunks` micro-batches per step of `batch` samples,
+// memory-aware. The planner weighs its candidates at this one batch: its data-parallel candidate
+// runs `chunks` micro-batches of batch / (P chunks) per replica, one all-reduce per step.
+struct PlannerPick {
+  Plan plan;
+  int chunks = 0, batch = 0;
+  std::string config;           // Table 1's notation ("15-1"; "16" for data parallelism)
+  std::string stages;           // describe_stages
+  double seconds = 0;           // simulated, per mini-batch of the workload's size; NaN: refused
+  double dp_seconds = 0;        // the planner's data-parallel candidate at the same batch and M
+  std::string refused;          // the planner's refusal, or the pick's overflow; else empty
+  std::string setting() const;  // "M=15, batch 960"
+};
+PlannerPick planner_pick(const Workload& w, int chunks, int batch);
+
 // ---- one row of the comparison -----------------------------------------------------------------
 
 struct Priced {
   Partition partition;
-  std::string config;           // Table 1's notation
-  std::string stages;           // describe_stages
-  std::vector<double> seconds;  // per pricing
-  std::vector<Term> terms;      // objective_terms
-  Term binding;                 // the largest of them
+  std::string config;                  // Table 1's notation
+  std::string stages;                  // describe_stages
+  std::vector<double> seconds;         // per pricing; NaN where refused
+  std::vector<std::string> refused;    // per pricing: why not priced, else empty
+  std::vector<Term> terms;             // objective_terms
+  std::vector<NetworkBorder> network;  // network_borders
+  Term binding;                        // the largest of them
 };
 
 struct Outcome {
   PaperRow row;
   std::string not_modelled;  // why not, when we do not model the row
   const ModelSetting* model = nullptr;
-  std::string efficiency;         // Workload::efficiency
-  Priced ours, papers, dp;        // our pick, the paper's configuration (best split), P-way DP
-  double speedup_ours() const;    // dp / ours, first pricing
-  double speedup_papers() const;  // dp / papers
-  bool agrees() const;            // the same configuration string
+  std::string efficiency;   // Workload::efficiency
+  Priced ours, papers, dp;  // our pick, the paper's configuration (best split), P-way DP
+  // Our planner at M = planner_chunks(row) micro-batches of the mini-batch (it may deal the
+  // paper's configuration), and at M = 1, batch P x mini-batch (its data-parallel candidate is
+  // then PipeDream's DP baseline, `dp` simulated).
+  std::vector<PlannerPick> planner;
+  double speedup_ours() const;  // dp / ours, the objective
+  // dp / p under pricing k; NaN where either is refused or the row is not modelled.
+  double speedup(const Priced& p, size_t k) const;
+  // The faster per mini-batch of the planner's picks (the first when neither is priced).
+  const PlannerPick& planner_best() const;
+  double speedup_planner() const;  // simulated DP / planner_best
+  bool agrees() const;             // the same configuration string
 };
+// M for our planner's first request: the lcm of the paper configuration's replica counts (15 for
+// "15-1", 16 for "16"), the fewest micro-batches that deal the paper's configuration round-robin
+// with one mini-batch of b samples per replica per step, as PipeDream runs it.
+int planner_chunks(const PaperRow& row);
 Outcome run_row(const Catalog& catalog, const PaperRow& row);
 // Our pick for the row's model on its cluster at another per-worker mini-batch (the sensitivity
 // of the pick to the batch, which the paper's Table 1 does not state).
 // InputError for a row we do not model.
 std::vector<int> pick_at_batch(const Catalog& catalog, const PaperRow& row, int batch);
+
+// The entry's result from run_row of every row of Table 1, in order (what `pipetwin reproduce
+// pipedream` runs; the tests reuse their outcomes).
+ReproResult result_of(const ReproContext& context, const std::vector<Outcome>& outcomes);
+
+// The README's notes (pipedream_notes.cpp): the assumptions, then per modelled row what each
+// pricing ranks first and where the simulator and the objective disagree, and why every pick of
+// ours that differs from the paper's does.
+std::vector<std::string> notes(const std::vector<Outcome>& outcomes);
 
 // "layers conv1_1-pool5 | fc6-fc8": the stages of a partition by the names of their layers.
 std::string describe_stages(const CostModel& cost, const Partition& p);

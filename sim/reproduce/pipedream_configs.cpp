@@ -134,7 +134,7 @@ std::vector<Term> objective_terms(const PartitionRequest& r, const Partition& p)
       terms.push_back({fmt::format("border {}|{} (2 C)", k - 1, k), s.border_s,
                        fmt::format("{:.2f} MB each way between workers {} and {}",
                                    s.cut_bytes / 1e6, m0 - 1, m0),
-                       1});
+                       1, s.cut_bytes});
     }
     m0 += m;
     next = t.end;
@@ -158,9 +158,47 @@ Term binding_term(const PartitionRequest& r, const Partition& p) {
 
 const std::vector<Pricing>& pricings() {
   static const std::vector<Pricing> list = {
-      {"pipedream-dp objective", objective_s},
+      {"pipedream-dp objective",
+       [](const PartitionRequest& r, const Partition& p) {
+         return Price{objective_s(r, p), ""};
+       }},
+      {"simulated", simulated_price},
   };
   return list;
+}
+
+namespace {
+
+// The border before stage k of `p` (k >= 1) under the round-robin: per server, the activation
+// bytes it receives from other servers over `cycle` mini-batches.
+NetworkBorder network_border(const Cluster& c, const Partition& p, const Term& priced, int k) {
+  const int from = p.replicas_of(k - 1), to = p.replicas_of(k);
+  NetworkBorder b{priced, 0, std::lcm(from, to), 0};
+  std::vector<double> inbound(static_cast<size_t>(c.nodes), 0);
+  for (int j = 0; j < b.cycle; ++j) {
+    const int sender = p.device_of(k - 1) + j % from, receiver = p.device_of(k) + j % to;
+    if (c.node_of(sender) == c.node_of(receiver)) continue;
+    ++b.remote;
+    inbound[static_cast<size_t>(c.node_of(receiver))] += priced.bytes;
+  }
+  const int nics = c.topology ? std::max(1, c.topology->nics_per_node) : 1;
+  b.nic_s =
+      *std::max_element(inbound.begin(), inbound.end()) / (b.cycle * nics * c.inter_node.bandwidth);
+  return b;
+}
+
+}  // namespace
+
+std::vector<NetworkBorder> network_borders(const PartitionRequest& r, const Partition& p) {
+  std::vector<NetworkBorder> out;
+  if (p.uniform_replicas()) return out;
+  int k = 0;
+  for (const Term& t : objective_terms(r, p)) {
+    if (t.what.rfind("border", 0) != 0) continue;
+    NetworkBorder b = network_border(r.cost->cluster(), p, t, ++k);
+    if (b.remote > 0) out.push_back(std::move(b));
+  }
+  return out;
 }
 
 Partition best_split(const PartitionRequest& r, const std::vector<int>& replicas) {
