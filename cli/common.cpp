@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
+#include "core/memory_pools.hpp"
 #include "core/precision.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/zoo/zoo.hpp"
@@ -91,6 +92,36 @@ std::string plan_summary(const PlanContext& ctx) {
   return out + t.render();
 }
 
+namespace {
+
+// One row per device. On a GPU the framework's memory beside the tensors' peak
+// (core/memory_pools.hpp) gets its own column, and the capacity counts both.
+std::string device_table(const PlanContext& ctx, const Metrics& m) {
+  const Plan& p = ctx.plan;
+  std::vector<double> peaks;
+  for (const auto& d : m.devices) peaks.push_back(d.peak_memory_bytes);
+  std::vector<double> framework(peaks.size(), 0.0);
+  if (ctx.placement.size() >= peaks.size())
+    framework = framework_bytes_by_device(p.cluster, ctx.placement, peaks);
+  const bool any = std::any_of(framework.begin(), framework.end(), [](double b) { return b > 0; });
+  std::vector<std::string> head = {"device", "utilization", "busy", "comm", "peak memory"};
+  if (any) head.push_back("framework");
+  head.push_back("capacity");
+  Table dev(head);
+  for (size_t i = 0; i < m.devices.size(); ++i) {
+    const auto& d = m.devices[i];
+    std::vector<std::string> row = {d.name, fmt_percent(d.utilization), fmt_seconds(d.busy_s),
+                                    fmt_seconds(d.comm_s), fmt_bytes(d.peak_memory_bytes)};
+    if (any) row.push_back(fmt_bytes(framework[i]));
+    row.push_back(
+        fmt_percent((d.peak_memory_bytes + framework[i]) / p.cluster.device.memory_bytes));
+    dev.add(row);
+  }
+  return dev.render();
+}
+
+}  // namespace
+
 std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
   const Plan& p = ctx.plan;
   std::string out;
@@ -106,13 +137,7 @@ std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
                                  " overlapped with compute"});
   head.add({"makespan", fmt_seconds(m.makespan_s)});
   out += head.render() + "\n";
-  Table dev({"device", "utilization", "busy", "comm", "peak memory", "capacity"});
-  for (const auto& d : m.devices) {
-    dev.add({d.name, fmt_percent(d.utilization), fmt_seconds(d.busy_s), fmt_seconds(d.comm_s),
-             fmt_bytes(d.peak_memory_bytes),
-             fmt_percent(d.peak_memory_bytes / p.cluster.device.memory_bytes)});
-  }
-  out += dev.render();
+  out += device_table(ctx, m);
   if (!m.staleness.empty()) {
     out += "\n";
     Table st({"stage", "staleness max", "staleness mean", "gradient staleness", "weight versions"});

@@ -1,7 +1,10 @@
 #include "core/framework_memory.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -112,6 +115,14 @@ double FrameworkMemory::process_bytes(double allocated) const {
   return reserved_bytes(allocated) + context.value + outside_workspace_bytes();
 }
 
+double FrameworkMemory::fixed_bytes() const {
+  return process_bytes(0);
+}
+
+double FrameworkMemory::allocatable_bytes(double capacity) const {
+  return std::max(0.0, (capacity - fixed_bytes()) * (1 - stack.fragmentation.value));
+}
+
 double measured_bytes(const FrameworkMemory& fw, MemoryMeasure measure, double allocated) {
   switch (measure) {
     case MemoryMeasure::kAllocated:
@@ -181,6 +192,21 @@ FrameworkCatalog FrameworkCatalog::load_dir(const std::string& hardware_dir) {
 const FrameworkMemory* FrameworkCatalog::for_device(const std::string& device) const {
   const auto it = devices_.find(device);
   return it == devices_.end() ? nullptr : &it->second;
+}
+
+const FrameworkCatalog& cached_framework_catalog(const std::string& hardware_dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const FrameworkCatalog>> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = loaded[hardware_dir];
+  if (!slot)
+    slot = std::make_unique<const FrameworkCatalog>(FrameworkCatalog::load_dir(hardware_dir));
+  return *slot;
+}
+
+const FrameworkMemory* framework_memory_of(const DeviceSpec& device) {
+  if (device.kind == "cpu") return nullptr;
+  return cached_framework_catalog(Catalog::default_dir()).for_device(device.name);
 }
 
 }  // namespace pipetwin

@@ -36,12 +36,18 @@
 //
 // A bad field is an InputError naming the file and the field.
 //
-// Thread-safety: value types and pure functions; FrameworkCatalog is immutable after load.
+// The planner, the simulator's report and sweeps count a plan's GPU memory as process(a) of each
+// memory's tensors (core/memory_pools.hpp), with the entry framework_memory_of() finds for the
+// cluster's device in Catalog::default_dir()'s frameworks.json; CPU devices get none.
+//
+// Thread-safety: value types and pure functions; FrameworkCatalog is immutable after load;
+// cached_framework_catalog() and framework_memory_of() load each folder once under a mutex.
 #pragma once
 
 #include <map>
 #include <string>
 
+#include "core/cluster.hpp"
 #include "core/json_io.hpp"
 #include "core/memory.hpp"
 
@@ -98,6 +104,12 @@ struct FrameworkMemory {
   double reserved_bytes(double allocated) const;
   // What the process holds on the GPU at that peak (nvidia-smi).
   double process_bytes(double allocated) const;
+  // What the process holds besides its tensors' reserved bytes: context and workspaces
+  // (process_bytes(0)).
+  double fixed_bytes() const;
+  // The most tensor bytes whose process fits in `capacity` (process_bytes' inverse):
+  // (capacity - context - workspaces) x (1 - fragmentation); 0 when the fixed part fills it.
+  double allocatable_bytes(double capacity) const;
 };
 
 // What a peak counts: the walk's tensors, the allocator's reservation, or the whole process.
@@ -126,5 +138,12 @@ class FrameworkCatalog {
 };
 
 FrameworkCatalog framework_catalog_from_json(const JsonView& doc);
+
+// FrameworkCatalog::load_dir(hardware_dir), loaded on first use and kept (errors as load()).
+const FrameworkCatalog& cached_framework_catalog(const std::string& hardware_dir);
+// The framework memory of a cluster's device kind: the entry for device.name in
+// Catalog::default_dir()'s frameworks.json (PIPETWIN_DATA); null for CPU devices and for devices
+// the file does not list.
+const FrameworkMemory* framework_memory_of(const DeviceSpec& device);
 
 }  // namespace pipetwin

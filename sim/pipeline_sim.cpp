@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/collective.hpp"
+#include "core/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/weight_versions.hpp"
 #include "core/topology.hpp"
@@ -323,6 +324,8 @@ SimResult PipelineSimulator::run() {
     }
   }
   for (const auto& d : r.memory.devices) t.peak_memory_bytes.push_back(d.peak_bytes);
+  r.framework_bytes =
+      framework_bytes_by_device(ctx_.plan.cluster, ctx_.placement, t.peak_memory_bytes);
   r.metrics = compute_metrics(t, schedule_.shape().num_stages,
                               schedule_info(ctx_.plan.schedule).asynchronous, ctx_.plan.batch_size);
   return r;

@@ -8,11 +8,14 @@
 // algorithm's time (core/collective.hpp) over the replicas of the stage, which may start once its
 // bucket's last gradient is produced inside the backward. On a cluster with a topology
 // (core/topology.hpp) transfers and all-reduces instead move as flows over the links they share,
-// at max-min fair rates recomputed whenever one starts or ends (sim/network/flow_model.hpp). The engine's start and end times become a predicted Timeline;
-// memory comes from walking the schedule (core/memory.hpp); metrics from core/metrics.hpp.
-// On devices that share a core, a forward, recompute or backward that starts after its device
-// waited costs the profile's cold-start extra for that wait (Profile::cold_pauses_s): the other
-// stage evicted its weights and activations meanwhile (engine.hpp, cold starts).
+// at max-min fair rates recomputed whenever one starts or ends (sim/network/flow_model.hpp). The
+// engine's start and end times become a predicted Timeline; memory comes from walking the schedule
+// (core/memory.hpp): the tensors, the bytes the executor measures (PyTorch's allocated bytes); on a
+// GPU the framework's memory beside them (core/memory_pools.hpp: caching-allocator reserve,
+// workspaces, CUDA context) comes separately; metrics from core/metrics.hpp. On devices that share
+// a core, a forward, recompute or backward that starts after its device waited costs the profile's
+// cold-start extra for that wait (Profile::cold_pauses_s): the other stage evicted its weights and
+// activations meanwhile (engine.hpp, cold starts).
 //
 // PipelineSimulator keeps the task graph, so re-running it (sweeps, benchmarks) only re-runs the
 // engine.
@@ -36,7 +39,15 @@ namespace pipetwin::sim {
 struct SimResult {
   Timeline timeline;
   Metrics metrics;
-  MemoryWalk memory;
+  MemoryWalk memory;  // the tensors; the timeline's and metrics' peaks are these
+  // Per schedule device: the framework memory it needs beside memory.devices[d].peak_bytes
+  // (framework_bytes_by_device, core/memory_pools.hpp); 0 on CPU devices.
+  std::vector<double> framework_bytes;
+
+  // Schedule device d's peak with the framework's memory: what its GPU must hold for it.
+  double peak_with_framework(size_t d) const {
+    return memory.devices[d].peak_bytes + framework_bytes[d];
+  }
 };
 
 class PipelineSimulator {

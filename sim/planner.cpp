@@ -129,7 +129,7 @@ bool fits_pools(const Plan& p, const Partition& candidate, const std::vector<int
 Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitioner& partitioner,
                            double share, const std::vector<int>& layout) {
   constexpr int kSharedLevels = 8;
-  const double whole = p.cluster.device.memory_bytes;
+  const double whole = tensor_capacity_bytes(p.cluster);
   std::optional<Partition> last;
   for (int i = 0; i <= kSharedLevels; ++i) {
     pr.memory_limit_bytes = whole - (whole - share) * i / kSharedLevels;
@@ -170,7 +170,7 @@ Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& co
   const StageMemory model({p.schedule, p.chunks, p.checkpoint, p.iterations, v});
   pr.memory = &model;
   pr.memory_limit_bytes = stage_memory_limit(p, r.stages);
-  if (v == 1 && pr.memory_limit_bytes >= p.cluster.device.memory_bytes) {
+  if (v == 1 && pr.memory_limit_bytes >= tensor_capacity_bytes(p.cluster)) {
     return partitioner->partition(pr);
   }
   return partition_shared(p, pr, *partitioner, pr.memory_limit_bytes / v, layout);
@@ -258,10 +258,16 @@ std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e
   const std::string stages =
       v == 1 ? fmt::format("{} stages", r.stages)
              : fmt::format("{} stages ({} on each of {} devices)", v * r.stages, v, r.stages);
+  // On a GPU the framework holds part of the memory (core/framework_memory.hpp): say so.
+  const double whole = p.cluster.device.memory_bytes;
+  const std::string of =
+      tensor_capacity_bytes(p.cluster) < whole
+          ? fmt::format(" of tensors (of {:.2f} GiB, less the framework's memory)", whole / kGiB)
+          : "";
   return fmt::format(
-      "plan does not fit: partitioner {} found no partition into {} within {:.2f} GiB a "
+      "plan does not fit: partitioner {} found no partition into {} within {:.2f} GiB{} a "
       "{} ({}, M={}, micro-batch {}{}); the leanest needs {:.2f} GiB {}",
-      r.partitioner, stages, e.limit_bytes / kGiB, v == 1 ? "device" : "stage", p.schedule,
+      r.partitioner, stages, e.limit_bytes / kGiB, of, v == 1 ? "device" : "stage", p.schedule,
       p.chunks, p.micro_batch_size(), checkpoint_note(p.checkpoint), e.need_bytes / kGiB, e.where);
 }
 
@@ -275,22 +281,23 @@ void check_fits(const Plan& plan) {
   const MemoryPool* worst = tightest_pool(pools);
   if (worst && worst->need_bytes > worst->capacity_bytes) {
     throw InputError(fmt::format(
-        "plan does not fit: {} needs {:.2f} GiB, it has {:.2f} GiB "
+        "plan does not fit: {} needs {}, it has {:.2f} GiB "
         "(over by {:.2f} GiB); try more stages, checkpointing, or a smaller micro-batch",
-        describe_pool(*worst, plan.cluster, ctx.placement), worst->need_bytes / kGiB,
+        describe_pool(*worst, plan.cluster, ctx.placement), describe_need(*worst),
         worst->capacity_bytes / kGiB, (worst->need_bytes - worst->capacity_bytes) / kGiB));
   }
 }
 
 double stage_memory_limit(const Plan& plan, int devices_per_replica) {
   const Cluster& c = plan.cluster;
-  if (!c.device.shares_memory) return c.device.memory_bytes;
+  const double tensors = tensor_capacity_bytes(c);  // the memory less the framework's
+  if (!c.device.shares_memory) return tensors;
   // Placed as PlanContext places a plan without a placement: replica devices in order.
   std::map<int, int> users;
   int most = 1;
   for (int d = 0; d < plan.dp * devices_per_replica; ++d)
     most = std::max(most, ++users[c.memory_of(d)]);
-  return c.device.memory_bytes / most;
+  return tensors / most;
 }
 
 namespace {

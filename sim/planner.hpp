@@ -79,14 +79,16 @@ Plan make_plan(const PlanRequest& request);
 // [5, 3] (130.2 ms/step), which fits"; else emptied. It plans twice.
 Plan make_plan(const PlanRequest& request, std::string* memory_note);
 
-// The memory every stage of `plan` may use: the cluster device's; where devices share one memory
-// (Cluster::memory_of, core/memory_pools.hpp), an equal share for every schedule device placed on
-// it (dp x devices_per_replica devices, placed in order) — what the planner can promise each stage
-// without timing the others. There the planner tries looser per-stage limits first, down to this
-// share, and keeps the first partition whose stages' peaks add up within the memory.
+// The memory every stage of `plan` may use for tensors: the cluster device's, less the
+// framework's memory on a GPU (tensor_capacity_bytes, core/memory_pools.hpp); where devices share
+// one memory (Cluster::memory_of), an equal share for every schedule device placed on it (dp x
+// devices_per_replica devices, placed in order) — what the planner can promise each stage without
+// timing the others. There the planner tries looser per-stage limits first, down to this share, and
+// keeps the first partition whose stages' peaks add up within the memory.
 double stage_memory_limit(const Plan& plan, int devices_per_replica);
 
-// Throws InputError naming the first device whose predicted peak memory exceeds its capacity.
+// Throws InputError naming the first device whose predicted peak memory (tensors plus, on a GPU,
+// the framework's memory: core/memory_pools.hpp) exceeds its capacity.
 void check_fits(const Plan& plan);
 
 }  // namespace pipetwin::sim

@@ -76,6 +76,15 @@ TEST(FrameworkMemory, ReservedAndProcessBytesAreTheClosedForms) {
   EXPECT_DOUBLE_EQ(measured_bytes(now, MemoryMeasure::kProcess, a), now.process_bytes(a));
 }
 
+TEST(FrameworkMemory, AllocatableBytesInvertProcessBytes) {
+  for (const bool in : {false, true}) {
+    const FrameworkMemory fw = sample(in);
+    EXPECT_DOUBLE_EQ(fw.fixed_bytes(), fw.process_bytes(0));
+    EXPECT_NEAR(fw.allocatable_bytes(fw.process_bytes(1000 * kMiB)), 1000 * kMiB, 1e-3);
+    EXPECT_EQ(fw.allocatable_bytes(fw.fixed_bytes() / 2), 0);  // the context alone fills it
+  }
+}
+
 TEST(FrameworkCatalog, ShippedStacksOfThePapersGpus) {
   const FrameworkCatalog& c = shipped();
   for (const char* d : {"tesla-p40", "rtx-2080-ti", "quadro-rtx-5000", "h100-sxm"}) {

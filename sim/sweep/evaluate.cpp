@@ -16,10 +16,15 @@ namespace pipetwin::sim {
 
 namespace {
 
+// A device's peak counts the framework's memory on its GPU (core/memory_pools.hpp), as the fit
+// does.
 void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e) {
-  for (const auto& dm : walk.devices)
-    e.peak_memory_max_bytes = std::max(e.peak_memory_max_bytes, dm.peak_bytes);
-  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, walk);
+  std::vector<double> peaks;
+  for (const auto& dm : walk.devices) peaks.push_back(dm.peak_bytes);
+  const auto framework = framework_bytes_by_device(ctx.plan.cluster, ctx.placement, peaks);
+  for (size_t d = 0; d < peaks.size(); ++d)
+    e.peak_memory_max_bytes = std::max(e.peak_memory_max_bytes, peaks[d] + framework[d]);
+  const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, peaks);
   e.physical_units = physical_units(ctx.plan.cluster, ctx.placement);
   const MemoryPool* worst = tightest_pool(pools);
   e.capacity_bytes = worst ? worst->capacity_bytes : ctx.plan.cluster.device.memory_bytes;
