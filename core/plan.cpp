@@ -27,20 +27,19 @@ namespace {
 // A replicated stage has its devices to itself (PipelineShape::stage_replicas).
 template <class Bad>
 void check_replicated_stages(const Plan& p, const Bad& bad) {
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    for (size_t t = s + 1; t < p.stages.size(); ++t) {
-      const StagePlan &a = p.stages[s], &b = p.stages[t];
-      if (a.replicas == 1 && b.replicas == 1) continue;
-      if (a.device < b.device + b.replicas && b.device < a.device + a.replicas) {
-        bad(fmt::format("stages[{}].device", t),
-            fmt::format("stage {} shares a device with stage {}, whose {} replicas need devices "
-                        "{}..{} to themselves",
-                        t, s, a.replicas > 1 ? a.replicas : b.replicas,
-                        a.replicas > 1 ? a.device : b.device,
-                        a.replicas > 1 ? a.device + a.replicas - 1 : b.device + b.replicas - 1));
-      }
-    }
+  std::vector<int> device, replicas;
+  for (const auto& st : p.stages) {
+    device.push_back(st.device);
+    replicas.push_back(st.replicas);
   }
+  const auto pair = stages_sharing_a_replicated_device(device, replicas);
+  if (!pair) return;
+  const auto [s, t] = *pair;
+  const StagePlan& r = p.stages[static_cast<size_t>(replicas[static_cast<size_t>(s)] > 1 ? s : t)];
+  bad(fmt::format("stages[{}].device", t),
+      fmt::format("stage {} shares a device with stage {}, whose {} replicas need devices {}..{} "
+                  "to themselves",
+                  t, s, r.replicas, r.device, r.device + r.replicas - 1));
 }
 
 }  // namespace

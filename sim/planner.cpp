@@ -273,33 +273,6 @@ std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e
 
 }  // namespace
 
-void check_fits(const Plan& plan) {
-  const PlanContext ctx(plan, 0);
-  const CompiledSchedule cs(make_schedule(plan.schedule, ctx.shape), "schedule " + plan.schedule);
-  const MemoryWalk walk = walk_memory(cs, ctx.stages);
-  const auto pools = memory_pools(plan.cluster, ctx.placement, walk);
-  const MemoryPool* worst = tightest_pool(pools);
-  if (worst && worst->need_bytes > worst->capacity_bytes) {
-    throw InputError(fmt::format(
-        "plan does not fit: {} needs {}, it has {:.2f} GiB "
-        "(over by {:.2f} GiB); try more stages, checkpointing, or a smaller micro-batch",
-        describe_pool(*worst, plan.cluster, ctx.placement), describe_need(*worst),
-        worst->capacity_bytes / kGiB, (worst->need_bytes - worst->capacity_bytes) / kGiB));
-  }
-}
-
-double stage_memory_limit(const Plan& plan, int devices_per_replica) {
-  const Cluster& c = plan.cluster;
-  const double tensors = tensor_capacity_bytes(c);  // the memory less the framework's
-  if (!c.device.shares_memory) return tensors;
-  // Placed as PlanContext places a plan without a placement: replica devices in order.
-  std::map<int, int> users;
-  int most = 1;
-  for (int d = 0; d < plan.dp * devices_per_replica; ++d)
-    most = std::max(most, ++users[c.memory_of(d)]);
-  return tensors / most;
-}
-
 namespace {
 
 void check_request(const PlanRequest& r) {

@@ -80,19 +80,27 @@ void PipelineShape::check_stage_replicas(const Bad& bad) const {
                       micro_batches, s, r, r));
     }
   }
-  // A replicated stage has its devices to itself.
-  for (int s = 0; s < num_stages; ++s) {
-    for (int t = 0; t < num_stages; ++t) {
-      if (t == s || (replicas_of(s) == 1 && replicas_of(t) == 1)) continue;
-      const int a = device_of(s), b = device_of(t);
-      if (a < b + replicas_of(t) && b < a + replicas_of(s)) {
-        bad(
-            fmt::format("stages {} and {} share a device, but a replicated stage needs its devices "
-                        "to itself",
-                        std::min(s, t), std::max(s, t)));
+  if (const auto pair = stages_sharing_a_replicated_device(stage_device, stage_replicas)) {
+    bad(
+        fmt::format("stages {} and {} share a device, but a replicated stage needs its devices "
+                    "to itself",
+                    pair->first, pair->second));
+  }
+}
+
+std::optional<std::pair<int, int>> stages_sharing_a_replicated_device(
+    const std::vector<int>& first_device, const std::vector<int>& replicas) {
+  const auto n = std::min(first_device.size(), replicas.size());
+  for (size_t s = 0; s < n; ++s) {
+    for (size_t t = s + 1; t < n; ++t) {
+      if (replicas[s] == 1 && replicas[t] == 1) continue;
+      if (first_device[s] < first_device[t] + replicas[t] &&
+          first_device[t] < first_device[s] + replicas[s]) {
+        return std::make_pair(static_cast<int>(s), static_cast<int>(t));
       }
     }
   }
+  return std::nullopt;
 }
 
 bool PipelineShape::replicates_stages() const {

@@ -26,7 +26,9 @@
 // Thread-safety: plain value types.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json_io.hpp"
@@ -99,6 +101,12 @@ struct PipelineShape {
   template <class Bad>
   void check_stage_replicas(const Bad& bad) const;
 };
+
+// The first pair of stages (s < t) that share a device where one of them is replicated — a
+// replicated stage needs its devices to itself — given each stage's first device and replica
+// count; nullopt when there is none. PipelineShape::normalize and Plan::validate both ask.
+std::optional<std::pair<int, int>> stages_sharing_a_replicated_device(
+    const std::vector<int>& first_device, const std::vector<int>& replicas);
 
 struct ActionRef {
   int32_t device = 0;
