@@ -56,15 +56,9 @@ Copy copy_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
 
 // The cluster devices of an all-reduce (the stage's devices in every replica), in ring order.
 std::vector<int> ring_of(const PlanContext& ctx, const CompiledSchedule& schedule, int id) {
-  const auto& sh = schedule.shape();
-  const int stage = schedule.action(id).stage;
   std::vector<int> devices;
-  for (int r = 0; r < sh.replicas; ++r) {
-    for (int k = 0; k < sh.replicas_of(stage); ++k) {
-      devices.push_back(
-          ctx.placement[static_cast<size_t>(r * sh.devices_per_replica + sh.device_of(stage) + k)]);
-    }
-  }
+  for (int d : schedule.shape().gradient_copy_devices(schedule.action(id).stage))
+    devices.push_back(ctx.placement[static_cast<size_t>(d)]);
   return devices;
 }
 

@@ -107,6 +107,15 @@ bool PipelineShape::replicates_stages() const {
   return std::any_of(stage_replicas.begin(), stage_replicas.end(), [](int r) { return r > 1; });
 }
 
+std::vector<int> PipelineShape::gradient_copy_devices(int stage) const {
+  std::vector<int> out;
+  for (int r = 0; r < replicas; ++r) {
+    for (int k = 0; k < replicas_of(stage); ++k)
+      out.push_back(r * devices_per_replica + device_of(stage) + k);
+  }
+  return out;
+}
+
 std::vector<int> PipelineShape::stages_on(int device) const {
   std::vector<int> out;
   for (int s = 0; s < num_stages; ++s) {

@@ -94,6 +94,9 @@ struct PipelineShape {
   }
   // Devices holding one copy of `stage`'s gradients: its replicas in every pipeline replica.
   int gradient_copies(int stage) const { return replicas * replicas_of(stage); }
+  // Those copies' global devices (replica * devices_per_replica + device), replica by replica:
+  // the devices that all-reduce the stage's gradients together.
+  std::vector<int> gradient_copy_devices(int stage) const;
   std::vector<int> stages_on(int device) const;
   bool one_stage_per_device() const;
 

@@ -280,13 +280,8 @@ void PipelineSession::build_transport(const TransportFactory& factory) {
   TransportSetup setup;
   setup.abort = &abort_;
   setup.device_rank = ranks_;
-  for (int s = 0; s < shape_.num_stages; ++s) {
-    std::vector<int> set;
-    for (int r = 0; r < shape_.replicas; ++r) {
-      for (int k = 0; k < shape_.replicas_of(s); ++k) set.push_back(device_of(r, s) + k);
-    }
-    setup.replica_sets.push_back(set);
-  }
+  for (int s = 0; s < shape_.num_stages; ++s)
+    setup.replica_sets.push_back(shape_.gradient_copy_devices(s));
   transport_ = factory ? factory(setup) : control_->make_transport(setup);
 }
 

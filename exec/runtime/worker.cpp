@@ -398,11 +398,7 @@ void DeviceWorker::allreduce(const Action& a) {
       shared_.context->stages[static_cast<size_t>(a.stage)].buckets[static_cast<size_t>(a.bucket)];
   std::vector<at::Tensor> grads =
       stages_.at(a.stage)->gradients(bucket.first_layer, bucket.last_layer);
-  std::vector<int> devices;  // the stage's copies: its devices in every replica
-  for (int r = 0; r < sh.replicas; ++r) {
-    for (int k = 0; k < sh.replicas_of(a.stage); ++k)
-      devices.push_back(r * sh.devices_per_replica + sh.device_of(a.stage) + k);
-  }
+  const std::vector<int> devices = sh.gradient_copy_devices(a.stage);
   const int64_t tag = (static_cast<int64_t>(a.step) * sh.num_stages + a.stage) * 4096 + a.bucket;
   shared_.transport->allreduce_sum(grads, devices, id_, tag);
 }
