@@ -56,12 +56,24 @@ void print_unattributed(const trace_import::TraceReport& r) {
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name,
                          fmt_percent(r.step_s > 0 ? s / r.step_s : 0));
   }
+  const std::string unprofiled =
+      r.unprofiled_step_s > 0 && !r.device_time
+          ? fmt::format(", {} unprofiled", fmt_seconds(r.unprofiled_step_s))
+          : "";
   std::printf(
-      "%s: b=%d, %d of %d steps measured, step %s (%s), backward ops attributed %d of %d; not "
+      "%s: b=%d, %d of %d steps measured, step %s (%s%s), backward ops attributed %d of %d; not "
       "attributed to any layer: %s of the step%s%s\n",
       r.origin.c_str(), r.micro_batch, r.measured_steps, r.all_steps, fmt_seconds(r.step_s).c_str(),
-      r.device_time ? "kernels' device time" : "CPU time", r.backward_attributed, r.backward_ops,
-      fmt_percent(r.unattributed_share).c_str(), parts.empty() ? "" : ": ", parts.c_str());
+      r.device_time ? "kernels' device time" : "CPU time", unprofiled.c_str(),
+      r.backward_attributed, r.backward_ops, fmt_percent(r.unattributed_share).c_str(),
+      parts.empty() ? "" : ": ", parts.c_str());
+  if (r.page_faults_per_step >= trace_import::kManyPageFaultsPerStep) {
+    std::fprintf(stderr,
+                 "pipetwin: warning: %s: %.0f page faults per profiled step: its tensors landed on "
+                 "fresh pages while it was recorded, so its times read high (record it with "
+                 "python/pipetwin_trace.py, whose steady_heap() reserves the heap first)\n",
+                 r.origin.c_str(), r.page_faults_per_step);
+  }
 }
 
 void run_import_trace(const ImportTraceArgs& a) {

@@ -16,14 +16,14 @@ step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
 step "tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 
-# The executor's and the models' suites once more with LibTorch's, oneDNN's and OpenBLAS's CPU dispatch capped
+# The executor's and the models' suites (and import-trace's agreement with `pipetwin profile`) once more with LibTorch's, oneDNN's and OpenBLAS's CPU dispatch capped
 # at AVX2, so that a machine with AVX-512 also checks the path an AVX2-only machine takes (oneDNN
 # picks other convolution kernels there, with other workspaces: core/memory.hpp). On an
 # AVX2-only machine the cap changes nothing.
 if ctest --test-dir build -N -L exec_tests | grep -q "Total Tests: [1-9]"; then
   step "executor and models suites, CPU dispatch capped at AVX2"
   ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
-    ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600 -L "exec_tests|models_tests"
+    ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600 -L "exec_tests|models_tests|trace_import_agreement_tests"
 fi
 if [[ "${PIPETWIN_QUICK:-0}" == 1 ]]; then exit 0; fi
 

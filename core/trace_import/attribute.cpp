@@ -239,9 +239,15 @@ void Attribution::order_layers() {
 void Attribution::compute_costs() {
   cost_.assign(n_, 0);
   if (!m_.device_time) {
-    for (size_t i = 0; i < n_; ++i) cost_[i] = ev_[i].dur_us * 1e-6;
+    // An operator costs its duration, a range the operators it holds (children come after
+    // their parents, so a reverse walk sums a range's children before the range's parent reads
+    // it). The step is its wall time: what its ranges hold outside operators is unattributed.
+    for (size_t i = n_; i-- > 0;) {
+      if (!ev_[i].range) cost_[i] = ev_[i].dur_us * 1e-6;
+      if (parent(i) >= 0 && ev_[size_t(parent(i))].range) cost_[size_t(parent(i))] += cost_[i];
+    }
     for (size_t s = 0; s < m_.measured_steps.size(); ++s)
-      m_.steps[s].step_s = cost_[size_t(m_.measured_steps[s])];
+      m_.steps[s].step_s = ev_[size_t(m_.measured_steps[s])].dur_us * 1e-6;
     return;
   }
   std::unordered_map<int64_t, int> by_correlation, by_external;

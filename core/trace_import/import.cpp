@@ -97,6 +97,8 @@ TraceReport report_of(const Imported& r) {
   t.device_time = r.m.device_time;
   t.backward_ops = r.m.backward_ops;
   t.backward_attributed = r.m.backward_attributed;
+  t.unprofiled_step_s = r.md.unprofiled_step_s;
+  t.page_faults_per_step = r.md.page_faults_per_step;
   std::vector<double> step, un, share, loss;
   std::map<std::string, std::vector<double>> parts;
   for (const auto& s : r.m.steps) {
@@ -228,11 +230,12 @@ std::string notes_of(const std::vector<Imported>& v, const ImportOptions& o) {
   const bool meta = f.report.bytes_from_metadata;
   std::string n = fmt::format(
       "pipetwin import-trace of {} ({} layers: {}): per micro-batch size the median of {} measured "
-      "steps (the first step dropped as warm-up); forward: the layer ranges' {}; backward: "
+      "steps (the first step dropped as warm-up); forward: {}; backward: "
       "autograd ops by sequence number; the loss (forward and backward): {}; optimizer step: {}; "
       "recompute = forward, contention 1 and no cold starts (not measured); bytes: {}{}",
       fmt::join(files, ", "), f.m.layers.size(), o.layers.to_string(), f.report.measured_steps,
-      f.m.device_time ? "kernels' device time" : "CPU time",
+      f.m.device_time ? "the layer ranges' kernels' device time"
+                      : "the CPU time of the operators in the layer ranges",
       o.loss_to_last_layer ? "in the last layer's times" : "not attributed",
       f.m.per_layer_optimizer ? "per-layer ranges"
       : f.m.optimizer_ranges_ignored
@@ -243,6 +246,16 @@ std::string notes_of(const std::vector<Imported>& v, const ImportOptions& o) {
           ? " (element type not recorded: float32 assumed)"
           : "");
   n += fmt::format(". Not attributed to any layer: {} of step time", fmt::join(shares, "; "));
+  std::vector<std::string> faulted;
+  for (const auto& r : v) {
+    if (r.report.page_faults_per_step >= kManyPageFaultsPerStep)
+      faulted.push_back(
+          fmt::format("{:.0f} at b={}", r.report.page_faults_per_step, r.micro_batch));
+  }
+  if (!faulted.empty()) {
+    n += fmt::format(". Page faults per profiled step: {} (the times read high)",
+                     fmt::join(faulted, ", "));
+  }
   return n;
 }
 

@@ -47,7 +47,16 @@ struct TraceReport {
   std::vector<std::pair<std::string, double>> unattributed_parts;
   int backward_ops = 0, backward_attributed = 0;  // outermost backward ops, all measured steps
   bool bytes_from_metadata = false;
+  // From the recording helper's metadata (python/pipetwin_trace.py); -1: not recorded. A step
+  // that runs much longer profiled than not, or pays page faults, reads high: pipetwin's
+  // executor keeps its heap (exec/platform/host.cpp) and runs no profiler.
+  double unprofiled_step_s = -1, page_faults_per_step = -1;
 };
+
+// Page faults per profiled step from which import-trace warns that the recording's tensors
+// landed on fresh pages (the helper's steady_heap() leaves about 0; 1,000 per step cost 2 ms
+// of a 14 ms step on this project's VM).
+inline constexpr double kManyPageFaultsPerStep = 50;
 
 struct ImportResult {
   Profile profile;

@@ -12,6 +12,10 @@
 //   - runtime: CUDA runtime/driver calls on a CPU thread ("cuda_runtime", "cuda_driver"), which
 //     launch device work and share its "correlation" id;
 //   - device: work on a GPU lane ("kernel", "gpu_memcpy", "gpu_memset").
+// A host event is a range (`TraceEvent::range`) rather than an operator when its category is
+// "user_annotation" or "python_function", or, in a trace without categories, when it is named as
+// pipetwin's ranges are ("pipetwin.", "nn.Module: "); on a CPU trace a range's time is that of
+// the operators it holds (attribute.hpp).
 // Kineto's copies of user ranges on GPU lanes ("gpu_user_annotation") and its own bookkeeping
 // ("Trace", "overhead", "cuda_sync") are dropped. Host and runtime events on one thread nest
 // (PyTorch's RecordFunction ranges are properly nested per thread); `parent` is the innermost
@@ -40,6 +44,7 @@ enum class EventKind { kHost, kRuntime, kDevice };
 struct TraceEvent {
   std::string name;
   EventKind kind = EventKind::kHost;
+  bool range = false;  // a host range (record_function, a Python frame), not an operator
   int lane = 0;  // the (pid, tid) it ran on, numbered in order of first appearance
   double ts_us = 0, dur_us = 0;
   int64_t sequence = -1;     // "Sequence number"; -1: none (AccumulateGrad's is UINT64_MAX: none)

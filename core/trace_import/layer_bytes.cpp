@@ -151,6 +151,8 @@ TraceMetadata read_metadata(const KinetoTrace& t) {
     if (md.micro_batch < 1) mb->fail(fmt::format("must be at least 1 ({} given)", md.micro_batch));
   }
   md.input_bytes_per_sample = j.nonneg_or("input_bytes_per_sample", -1);
+  md.unprofiled_step_s = j.nonneg_or("unprofiled_step_s", -1);
+  md.page_faults_per_step = j.nonneg_or("page_faults_per_step", -1);
   if (const auto layers = j.find("layers")) {
     for (const auto& l : layers->items()) {
       if (l.string("name").empty()) l.at("name").fail("must not be empty");

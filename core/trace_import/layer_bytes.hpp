@@ -43,6 +43,9 @@ struct TraceMetadata {
   std::string model, dtype, device, device_name, optimizer;
   int micro_batch = 0;                 // 0: not given
   double input_bytes_per_sample = -1;  // -1: not given
+  // What python/pipetwin_trace.py measures around the recording: the median unprofiled step
+  // (seconds) and the minor page faults per profiled step; -1: not given.
+  double unprofiled_step_s = -1, page_faults_per_step = -1;
 };
 
 TraceMetadata read_metadata(const KinetoTrace& trace);
