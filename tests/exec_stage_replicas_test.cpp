@@ -41,8 +41,9 @@ TEST_P(StageReplicasEqualSingleProcess, EveryCopyEndsWithPlainTrainingsWeights) 
   expect_copies_equal(r, stage0);
   // Each replica ran only its own micro-batches: j on device j mod 3.
   for (const auto& e : r.timeline.events) {
-    if (e.action.op == Op::kForward && e.action.stage == 0)
+    if (e.action.op == Op::kForward && e.action.stage == 0) {
       EXPECT_EQ(e.device, e.action.micro_batch % 3);
+    }
   }
 }
 

@@ -2,7 +2,12 @@
 // forms — equal sharing, the slower link of a path, an early finisher handing back its share.
 #include "sim/network/flow_model.hpp"
 
+#include <random>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "sim/network/max_min.hpp"
 
 namespace pipetwin::sim::network {
 namespace {
@@ -86,6 +91,78 @@ TEST(FlowModel, ZeroBytesFinishAtOnceAndBadInputThrows) {
   EXPECT_THROW(m.start(1, {3}, 0), std::out_of_range);
   m.start(1, {0}, 1.0);
   EXPECT_THROW(m.start(1, {0}, 0.5), std::invalid_argument);
+}
+
+// The model re-solves only the flows a start or an end can move (the connected component of its
+// links); after every event of a random run, each flow's rate must still be what max-min fair
+// sharing of all the flows in progress gives, bytes included: a flow ends when what it was sent
+// at its successive rates adds up to its size.
+TEST(FlowModel, RatesStayMaxMinFairOverEveryFlowInProgress) {
+  std::mt19937 rng(7);
+  std::vector<Link> links;
+  std::vector<double> capacity;
+  for (int l = 0; l < 12; ++l) {
+    links.push_back({kB * (1 + l % 4), 0});
+    capacity.push_back(links.back().bandwidth);
+  }
+  FlowModel m(links);
+  std::vector<std::vector<int32_t>> path;
+  std::vector<double> bytes, sent, last_rate;
+  std::vector<char> live;
+  double now = 0, prev = 0;
+  int ended = 0;
+  std::vector<int32_t> done;
+  auto check_rates = [&] {
+    FlowPaths active;
+    std::vector<int32_t> ids;
+    for (size_t f = 0; f < path.size(); ++f) {
+      if (!live[f]) continue;
+      active.add(path[f]);
+      ids.push_back(static_cast<int32_t>(f));
+    }
+    const std::vector<double> want = max_min_rates(capacity, active);
+    for (size_t k = 0; k < ids.size(); ++k)
+      ASSERT_NEAR(m.rate(ids[k]), want[k], 1e-9 * want[k]) << "flow " << ids[k] << " at " << now;
+  };
+  auto account = [&](double t) {  // what each flow sent since the last event
+    for (size_t f = 0; f < path.size(); ++f)
+      if (live[f]) sent[f] += last_rate[f] * (t - prev);
+    prev = t;
+  };
+  for (int step = 0; step < 400; ++step) {
+    const bool start = path.size() < 150 && (m.active() < 3 || rng() % 3 != 0);
+    const double next = m.next_finish();
+    if (start) {
+      now += std::uniform_real_distribution<double>(0, 2e-3)(rng);
+      if (next < now) now = next;  // a finish comes first
+    } else {
+      now = next;
+    }
+    account(now);
+    done.clear();
+    m.finish_due(now, done);
+    for (int32_t f : done) {
+      live[static_cast<size_t>(f)] = 0;
+      ++ended;
+      EXPECT_NEAR(sent[static_cast<size_t>(f)], bytes[static_cast<size_t>(f)],
+                  1e-6 * bytes[static_cast<size_t>(f)]);
+    }
+    if (start && now < next) {
+      std::vector<int32_t> p;
+      for (int32_t l = 0; l < 12; ++l)
+        if (rng() % 4 == 0) p.push_back(l);
+      if (p.empty()) p.push_back(static_cast<int32_t>(rng() % 12));
+      bytes.push_back(std::uniform_real_distribution<double>(1e6, 4e7)(rng));
+      path.push_back(p);
+      sent.push_back(0);
+      last_rate.push_back(0);
+      live.push_back(1);
+      EXPECT_EQ(m.start(bytes.back(), p, now), static_cast<int32_t>(path.size()) - 1);
+    }
+    check_rates();
+    for (size_t f = 0; f < path.size(); ++f) last_rate[f] = live[f] ? m.rate(int32_t(f)) : 0;
+  }
+  EXPECT_GT(ended, 100);
 }
 
 }  // namespace

@@ -139,8 +139,9 @@ TEST(StageReplicasSim, ThreeOneGPipeMatchesItsRoundRobinClosedForm) {
   const sim::SimResult r = sim::simulate_plan(PlanContext(three_one_plan("gpipe", 6), 3));
   EXPECT_NEAR(r.metrics.iteration_time_s, 27e-3, 1e-9);
   for (const auto& e : r.timeline.events) {
-    if (e.action.op == Op::kForward && e.action.stage == 0)
+    if (e.action.op == Op::kForward && e.action.stage == 0) {
       EXPECT_EQ(e.device, e.action.micro_batch % 3) << describe(e.action);
+    }
   }
   Plan straight = three_one_plan("gpipe", 6);
   straight.stages = {{{0, 1, 2}, 0, 1}, {{3}, 1, 1}};

@@ -21,6 +21,8 @@ FlowModel::FlowModel(std::vector<Link> links) : links_(std::move(links)) {
     if (!(l.bandwidth > 0)) throw std::invalid_argument("a link's bandwidth must be positive");
     capacity_.push_back(l.bandwidth);
   }
+  link_flows_.resize(links_.size());
+  link_mark_.assign(links_.size(), 0);
 }
 
 void FlowModel::reset() {
@@ -28,9 +30,14 @@ void FlowModel::reset() {
   path_begin_.assign(1, 0);
   path_links_.clear();
   left_.clear();
+  since_.clear();
   rate_.clear();
   finish_.clear();
   active_.clear();
+  for (auto& f : link_flows_) f.clear();
+  new_flows_.clear();
+  freed_links_.clear();
+  flow_mark_.clear();
 }
 
 double FlowModel::latency(const int32_t* path, int32_t len) const {
@@ -55,10 +62,14 @@ int32_t FlowModel::add(double bytes, const int32_t* path, int32_t len, double no
   const auto id = static_cast<int32_t>(left_.size());
   path_links_.insert(path_links_.end(), path, path + len);
   path_begin_.push_back(static_cast<int32_t>(path_links_.size()));
+  for (int32_t i = 0; i < len; ++i) link_flows_[static_cast<size_t>(path[i])].push_back(id);
   left_.push_back(std::max(0.0, bytes));
+  since_.push_back(now);
   rate_.push_back(0);
   finish_.push_back(now);
+  flow_mark_.push_back(0);
   active_.push_back(id);
+  new_flows_.push_back(id);
   return id;
 }
 
@@ -78,6 +89,12 @@ void FlowModel::finish_due(double now, std::vector<int32_t>& done) {
       left_[i] = 0;
       rate_[i] = 0;
       done.push_back(f);
+      for (int32_t k = path_begin_[i]; k < path_begin_[i + 1]; ++k) {
+        const int32_t l = path_links_[static_cast<size_t>(k)];
+        auto& on = link_flows_[static_cast<size_t>(l)];
+        on.erase(std::find(on.begin(), on.end(), f));
+        freed_links_.push_back(l);
+      }
     } else {
       active_[kept++] = f;
     }
@@ -88,24 +105,51 @@ void FlowModel::finish_due(double now, std::vector<int32_t>& done) {
 }
 
 void FlowModel::advance(double now) {
-  const double dt = now - now_;
-  if (dt > 0) {
-    for (int32_t f : active_) {
-      const auto i = static_cast<size_t>(f);
-      left_[i] = std::max(0.0, left_[i] - rate_[i] * dt);
-    }
-  }
   now_ = std::max(now_, now);
 }
 
+void FlowModel::collect_component() {
+  if (++mark_ == 0) {  // the marks wrapped: start them again
+    std::fill(flow_mark_.begin(), flow_mark_.end(), 0);
+    std::fill(link_mark_.begin(), link_mark_.end(), 0);
+    mark_ = 1;
+  }
+  component_.clear();
+  auto reach_link = [&](int32_t l) {
+    const auto li = static_cast<size_t>(l);
+    if (link_mark_[li] == mark_) return;
+    link_mark_[li] = mark_;
+    for (int32_t g : link_flows_[li]) {
+      if (flow_mark_[static_cast<size_t>(g)] == mark_) continue;
+      flow_mark_[static_cast<size_t>(g)] = mark_;
+      component_.push_back(g);
+    }
+  };
+  for (int32_t f : new_flows_) {
+    if (flow_mark_[static_cast<size_t>(f)] == mark_) continue;
+    flow_mark_[static_cast<size_t>(f)] = mark_;
+    component_.push_back(f);
+  }
+  for (int32_t l : freed_links_) reach_link(l);
+  for (size_t k = 0; k < component_.size(); ++k) {
+    const auto i = static_cast<size_t>(component_[k]);
+    for (int32_t p = path_begin_[i]; p < path_begin_[i + 1]; ++p)
+      reach_link(path_links_[static_cast<size_t>(p)]);
+  }
+  new_flows_.clear();
+  freed_links_.clear();
+}
+
 void FlowModel::reallocate() {
-  // Only the flows in progress and the links they cross take part: the solver's work is over
-  // them, not over the history or the whole cluster.
+  // Only the flows a change can move take part (the component of the flows and links it
+  // touches): the solver's work is over them, not over every flow in progress or the cluster.
+  collect_component();
+  if (component_.empty()) return;
   scratch_paths_.path_begin.assign(1, 0);
   scratch_paths_.path_links.clear();
   scratch_capacity_.clear();
   local_of_.resize(capacity_.size(), -1);
-  for (int32_t f : active_) {
+  for (int32_t f : component_) {
     const auto i = static_cast<size_t>(f);
     for (int32_t k = path_begin_[i]; k < path_begin_[i + 1]; ++k) {
       const auto l = static_cast<size_t>(path_links_[static_cast<size_t>(k)]);
@@ -121,8 +165,10 @@ void FlowModel::reallocate() {
   for (int32_t l : used_) local_of_[static_cast<size_t>(l)] = -1;
   used_.clear();
   solver_.solve(scratch_capacity_, scratch_paths_, scratch_rates_);
-  for (size_t k = 0; k < active_.size(); ++k) {
-    const auto i = static_cast<size_t>(active_[k]);
+  for (size_t k = 0; k < component_.size(); ++k) {
+    const auto i = static_cast<size_t>(component_[k]);
+    left_[i] = left_now(i);
+    since_[i] = now_;
     rate_[i] = scratch_rates_[k];
     finish_[i] = left_[i] <= 0 ? now_ : now_ + left_[i] / rate_[i];
   }

@@ -8,9 +8,19 @@
 // its remaining bytes reach zero; they arrive the sum of its path's latencies later
 // (completion_times), the propagation that does not occupy the links.
 //
+// Max-min fair rates decompose over the connected components of the flows-and-links graph (flows
+// that share no link, directly or through other flows, do not affect each other's rates), so a
+// flow that starts or ends re-solves only its component: the flows reachable from its links.
+// Pipeline transfers between different stage pairs cross different links and stay apart; what
+// crosses a node's NIC is one component. A flow's progress is kept lazily (its bytes left at the
+// time its rate was last set), so an event does not walk the flows it leaves alone. On
+// bench/sim_bench's topology case (GPipe K = 8, M = 32, dp = 4, one NIC per node) this took the
+// engine from 7.4 to 10.9 M actions/s.
+//
 // Thread-safety: a FlowModel is not thread-safe; use one per simulation.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -56,14 +66,28 @@ class FlowModel {
  private:
   void advance(double now);
   void reallocate();
+  // The flows whose rates a change can move: those reachable from the new flows and from the
+  // links of the ended ones, into component_.
+  void collect_component();
+  // A flow's bytes left at now_ (its bytes left when its rate was set, less what it sent since).
+  double left_now(size_t flow) const {
+    return std::max(0.0, left_[flow] - rate_[flow] * (now_ - since_[flow]));
+  }
 
   std::vector<Link> links_;
   std::vector<double> capacity_;
   double now_ = 0;
-  // Per flow since reset: its path (CSR), bytes left, rate, the time it will have sent them.
+  // Per flow since reset: its path (CSR), bytes left at `since_`, rate, the time it will have
+  // sent them.
   std::vector<int32_t> path_begin_{0}, path_links_;
-  std::vector<double> left_, rate_, finish_;
-  std::vector<int32_t> active_;  // flows in progress, in id order
+  std::vector<double> left_, since_, rate_, finish_;
+  std::vector<int32_t> active_;                   // flows in progress, in id order
+  std::vector<std::vector<int32_t>> link_flows_;  // per link, the flows in progress crossing it
+  // What changed since the rates were last set: flows added, links that flows left.
+  std::vector<int32_t> new_flows_, freed_links_;
+  std::vector<int32_t> component_;
+  std::vector<uint32_t> flow_mark_, link_mark_;
+  uint32_t mark_ = 0;
   MaxMinSolver solver_;
   FlowPaths scratch_paths_;
   std::vector<double> scratch_rates_, scratch_capacity_;
