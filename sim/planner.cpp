@@ -86,12 +86,18 @@ bool over_memory(const PlanContext& ctx, const MemoryWalk& walk) {
   return worst != nullptr && worst->need_bytes > worst->capacity_bytes;
 }
 
+// `plan` with the candidate's stages (placed by `layout` when given), a replication alike for
+// every stage taken as data parallelism, as partition_into() builds it.
+Plan with_candidate(Plan plan, const Partition& candidate, const std::vector<int>& layout = {}) {
+  if (candidate.uniform_replicas()) plan.dp *= candidate.replicas_of(0);
+  set_stages(plan, candidate, layout);
+  return plan;
+}
+
 // Simulated iteration time of `plan` with the candidate's stages; +inf when it cannot run (or,
 // with `memory`, when its memory walk overflows a device: such a plan would be refused).
 double simulated_time(const Plan& plan, const Partition& candidate, bool memory) {
-  Plan trial = plan;
-  if (candidate.uniform_replicas()) trial.dp *= candidate.replicas_of(0);
-  set_stages(trial, candidate);
+  const Plan trial = with_candidate(plan, candidate);
   try {
     const PlanContext ctx(trial, 0);
     const SimResult sim = simulate_plan(ctx);
@@ -110,11 +116,8 @@ bool searches(const std::string& partitioner) {
 // `p` with the candidate's stages (placed by `layout` when given; its replication as data
 // parallelism) fits every memory.
 bool fits_pools(const Plan& p, const Partition& candidate, const std::vector<int>& layout) {
-  Plan trial = p;
-  if (candidate.uniform_replicas()) trial.dp *= candidate.replicas_of(0);
-  set_stages(trial, candidate, layout);
   try {
-    check_fits(trial);
+    check_fits(with_candidate(p, candidate, layout));
     return true;
   } catch (const InputError&) {
     return false;
@@ -145,17 +148,23 @@ Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitione
   return *last;
 }
 
+// What every partitioner of `p` is asked: its cost model, `stages` stages, p's micro-batches.
+PartitionRequest request_for(const Plan& p, const CostModel& cost, int stages) {
+  PartitionRequest pr;
+  pr.cost = &cost;
+  pr.num_stages = stages;
+  pr.micro_batch = p.micro_batch_size();
+  pr.micro_batches = p.chunks;
+  return pr;
+}
+
 // The partition into v x K stages, memory-aware unless allow_oom (docs/partition-memory.md): the
 // partitioner gets the schedule's memory model and stage_memory_limit() (or, where devices share a
 // memory or host several virtual stages, a series of limits, partition_shared).
 Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& cost,
                         const std::vector<int>& layout) {
   const int v = resolved_virtual_stages(r);
-  PartitionRequest pr;
-  pr.cost = &cost;
-  pr.num_stages = v * r.stages;
-  pr.micro_batch = p.micro_batch_size();
-  pr.micro_batches = p.chunks;
+  PartitionRequest pr = request_for(p, cost, v * r.stages);
   const bool aware = !r.allow_oom && searches(r.partitioner);
   // Partitioners that weigh candidates (mixed-pipe) get the simulator's iteration time.
   pr.evaluate = [&p, aware](const Partition& candidate) {
@@ -194,11 +203,7 @@ Partition refine_pipedream(Partition planned, const Plan& p, const PlanRequest& 
   if (resolved_virtual_stages(r) != 1) return planned;
   const bool aware = !r.allow_oom;
   std::vector<Partition> candidates;
-  PartitionRequest pr;
-  pr.cost = &cost;
-  pr.num_stages = r.stages;
-  pr.micro_batch = p.micro_batch_size();
-  pr.micro_batches = p.chunks;
+  const PartitionRequest pr = request_for(p, cost, r.stages);
   for (const auto pricing : {PipeDreamPricing::kPaper, PipeDreamPricing::kReleased}) {
     try {
       Partition hybrid = make_pipedream_dp_partitioner({aware, pricing})->partition(pr);
