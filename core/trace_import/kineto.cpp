@@ -103,11 +103,7 @@ void read_args(const Json& ev, TraceEvent& e, const EventPlace& at) {
 }
 
 // The kind of an event by its Kineto category (libkineto's ActivityType names); false: dropped.
-// Sets `range` for host ranges (kineto.hpp).
-bool kind_of(const Json& ev, EventKind& kind, bool& range) {
-  const auto it = ev.find("cat");
-  const std::string cat = it != ev.end() && it->is_string() ? it->get<std::string>() : "";
-  range = cat == "user_annotation" || cat == "python_function";
+bool kind_of(const std::string& cat, EventKind& kind) {
   if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
     kind = EventKind::kDevice;
   } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
@@ -119,6 +115,13 @@ bool kind_of(const Json& ev, EventKind& kind, bool& range) {
     kind = EventKind::kHost;
   }
   return true;
+}
+
+// Whether a host event is a range rather than an operator (kineto.hpp): by its category, or in a
+// trace without categories by pipetwin's range names.
+bool is_range(const Json& ev, const std::string& cat, const std::string& name) {
+  if (ev.contains("cat")) return cat == "user_annotation" || cat == "python_function";
+  return name.rfind("pipetwin.", 0) == 0 || name.rfind("nn.Module: ", 0) == 0;
 }
 
 // The lane of an event: its (pid, tid), numbers or strings ("CPU functions" in legacy traces).
@@ -142,15 +145,16 @@ std::vector<TraceEvent> read_events(const Json& array, const EventPlace& base,
     if (!ph->is_string()) at.fail(*ph, "ph", fmt::format("expected a string, got {}", shown(*ph)));
     if (ph->get<std::string>() != "X") continue;  // only complete events have a duration
     TraceEvent e;
-    if (!kind_of(ev, e.kind, e.range)) continue;
+    const auto cat_it = ev.find("cat");
+    const std::string cat =
+        cat_it != ev.end() && cat_it->is_string() ? cat_it->get<std::string>() : "";
+    if (!kind_of(cat, e.kind)) continue;
     const auto name = ev.find("name");
     if (name == ev.end()) at.fail(ev, "name", "missing required field");
     if (!name->is_string())
       at.fail(*name, "name", fmt::format("expected a string, got {}", shown(*name)));
     e.name = name->get<std::string>();
-    const bool categorised = ev.find("cat") != ev.end();
-    if (!categorised && e.kind == EventKind::kHost)
-      e.range = e.name.rfind("pipetwin.", 0) == 0 || e.name.rfind("nn.Module: ", 0) == 0;
+    e.range = e.kind == EventKind::kHost && is_range(ev, cat, e.name);
     e.ts_us = finite_number(ev, "ts", at, false);
     e.dur_us = finite_number(ev, "dur", at, true);
     e.lane = lane_of(ev, lanes);
