@@ -240,16 +240,13 @@ void partition_into(Plan& p, const PlanRequest& r) {
   const std::vector<int> layout = stage_layout(r);
   Partition part = partition_for(p, r, cost, layout);
   if (r.partitioner == "pipedream-dp") part = refine_pipedream(std::move(part), p, r, cost);
-  if (part.uniform_replicas() && part.replicas_of(0) > 1) {  // replicated alike: data parallelism
-    p.dp = r.dp * part.replicas_of(0);
-    if (p.batch_size % (p.dp * p.chunks) != 0) {
-      throw InputError(
-          fmt::format("partitioner {} replicates every stage {} times: --batch {} is "
-                      "not divisible by dp x chunks = {} x {}",
-                      r.partitioner, part.replicas_of(0), p.batch_size, p.dp, p.chunks));
-    }
+  p = with_candidate(std::move(p), part, layout);  // replicated alike: data parallelism
+  if (part.uniform_replicas() && part.replicas_of(0) > 1 && p.batch_size % (p.dp * p.chunks) != 0) {
+    throw InputError(fmt::format(
+        "partitioner {} replicates every stage {} times: --batch {} is not divisible by dp x "
+        "chunks = {} x {}",
+        r.partitioner, part.replicas_of(0), p.batch_size, p.dp, p.chunks));
   }
-  set_stages(p, part, layout);
 }
 
 std::string checkpoint_note(Checkpoint c) {
