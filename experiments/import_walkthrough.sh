@@ -1,45 +1,59 @@
 #!/usr/bin/env bash
-# The walk-through of docs/import-trace.md, end to end: Debian's python3-torch records the demo MLP
+# The walk-through of docs/import-trace.md, end to end: PyTorch records the demo MLP
 # (python/pipetwin_trace.py, micro-batches SIZES, default 16,32,64), `pipetwin import-trace` imports
-# it, `plan` makes a 1F1B K=2 M=4 plan of batch 4 x the largest size on local-cpu-2 from it, `simulate` predicts it, three `pipetwin run`s
-# measure it and `compare` puts them side by side; then the same with a `pipetwin profile` of the
-# zoo's mlp measured in the same run. The skip model is imported too (its edges).
+# it, `plan` makes a 1F1B K=2 M=4 plan of batch 4 x the largest size from it, `simulate` predicts
+# it, three `pipetwin run`s measure it and `compare` puts them side by side; then the same with a
+# `pipetwin profile` of the zoo's mlp of the same sizes measured in the same run. The skip model
+# is imported too (its edges).
 #
 # Usage: experiments/import_walkthrough.sh [OUT_DIR] [SIZES]
 #        (default experiments/results/import-walkthrough, 16,32,64)
-# Needs build/pipetwin (the LibTorch build) and /usr/bin/python3 with torch. A few minutes.
+# Environment (the defaults are the CPU walk-through's):
+#   PIPETWIN_BIN (build/pipetwin, a LibTorch build)   PYTHON (/usr/bin/python3, with torch)
+#   DEVICE (cpu; cuda records, profiles and runs on the GPU: kernels' device time)
+#   CLUSTER (local-cpu-2; on a GPU its one-GPU cluster, e.g. h100-1gpu)
+#   WIDTH, INPUTS, CLASSES (256, 64, 10: the MLP's sizes)
+# A few minutes on the CPU VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 out=${1:-experiments/results/import-walkthrough}
 sizes=${2:-16,32,64}
 largest=${sizes##*,}
+device=${DEVICE:-cpu}
+cluster=${CLUSTER:-local-cpu-2}
+width=${WIDTH:-256} inputs=${INPUTS:-64} classes=${CLASSES:-10}
+python=${PYTHON:-/usr/bin/python3}
+pt=${PIPETWIN_BIN:-$root/build/pipetwin}
+[[ $pt == /* ]] || pt="$root/$pt"
+model="mlp:layers=4,width=$width,input=$inputs,classes=$classes"
 mkdir -p "$out"
 cd "$out"
-pt="$root/build/pipetwin"
 export OPENBLAS_NUM_THREADS=1
 say() { printf '\n$ %s\n' "$*"; "$@"; }
+traces() { for b in ${sizes//,/ }; do echo "traces/$1.mb$b.trace.json"; done; }
 {
-  echo "== $(date -u +%FT%TZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  say /usr/bin/python3 "$root/python/pipetwin_trace.py" --model mlp --inputs 64 --classes 10 \
-    --micro-batches "$sizes" --steps 7 --out-dir traces
-  say "$pt" import-trace $(for b in ${sizes//,/ }; do echo traces/mlp.mb$b.trace.json; done) \
-    -o mlp.profile.json
-  say /usr/bin/python3 "$root/python/pipetwin_trace.py" --model skip --micro-batches "$sizes" \
-    --out-dir traces
-  say "$pt" import-trace $(for b in ${sizes//,/ }; do echo traces/skip.mb$b.trace.json; done) \
-    -o skip.profile.json
+  echo "== $(date -u +%FT%TZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+    "device $device"
+  say "$python" "$root/python/pipetwin_trace.py" --model mlp --width "$width" --inputs "$inputs" \
+    --classes "$classes" --micro-batches "$sizes" --steps 7 --device "$device" --out-dir traces
+  say "$pt" import-trace $(traces mlp) -o mlp.profile.json
+  say "$python" "$root/python/pipetwin_trace.py" --model skip --width "$width" --inputs "$inputs" \
+    --classes "$classes" --micro-batches "$sizes" --device "$device" --out-dir traces
+  say "$pt" import-trace $(traces skip) -o skip.profile.json
   for side in imported native; do
     profile=mlp.profile.json
     if [[ $side == native ]]; then
-      say "$pt" profile --model mlp --micro-batch "$sizes" -q -o native.profile.json
+      say "$pt" profile --model "$model" --micro-batch "$sizes" --device "$device" -q \
+        -o native.profile.json
       profile=native.profile.json
     fi
-    say "$pt" plan --model mlp --profile "$profile" --cluster local-cpu-2 -K 2 --schedule 1f1b \
-      -B $((4 * largest)) -M 4 --partitioner balance-time -o "$side.plan.json"
+    say "$pt" plan --model "$model" --profile "$profile" --cluster "$cluster" -K 2 \
+      --schedule 1f1b -B $((4 * largest)) -M 4 --partitioner balance-time -o "$side.plan.json"
     say "$pt" simulate --plan "$side.plan.json" --timeline "$side.sim.trace.json"
     for k in 1 2 3; do
-      say "$pt" run --plan "$side.plan.json" --timeline "$side.run$k.trace.json" --iterations 20 -q
+      say "$pt" run --plan "$side.plan.json" --device "$device" \
+        --timeline "$side.run$k.trace.json" --iterations 20 -q
     done
     say "$pt" compare "$side.sim.trace.json" "$side.run1.trace.json" "$side.run2.trace.json" \
       "$side.run3.trace.json" --plan "$side.plan.json"

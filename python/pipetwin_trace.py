@@ -434,6 +434,7 @@ def main(argv=None):
     ap.add_argument("--micro-batches", default="1,2,4,8")
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (pipetwin: 1)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:I (CUDA needs Kineto)")
     ap.add_argument("--per-layer-optimizer", action="store_true")
     ap.add_argument("--warmup", type=int, default=2, help="unprofiled steps first")
     ap.add_argument("--heap-reserve-mb", type=int, default=512,
@@ -443,10 +444,14 @@ def main(argv=None):
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
     model = (mlp(a.layers, a.width, a.inputs, a.classes) if a.model == "mlp"
-             else SkipMLP(a.width, a.inputs, a.classes))
+             else SkipMLP(a.width, a.inputs, a.classes)).to(a.device)
     sizes = [int(b) for b in a.micro_batches.split(",")]
-    paths = record(model, lambda b: (torch.randn(b, a.inputs), torch.randint(0, a.classes, (b,))),
-                   nn.CrossEntropyLoss(), micro_batches=sizes, steps=a.steps, out_dir=a.out_dir,
+
+    def batch(b):
+        return (torch.randn(b, a.inputs, device=a.device),
+                torch.randint(0, a.classes, (b,), device=a.device))
+
+    paths = record(model, batch, nn.CrossEntropyLoss(), micro_batches=sizes, steps=a.steps, out_dir=a.out_dir,
                    name=a.model, per_layer_optimizer=a.per_layer_optimizer, warmup=a.warmup,
                    heap_reserve_mb=a.heap_reserve_mb)
     print("\n".join(paths))

@@ -2,7 +2,7 @@
 # What a session with the lent GPU machine does for the executor's CUDA path, as steps that fit
 # the device tool's 10-minute call. Run from the repository root there, steps in order; a fresh
 # machine needs `build` first:
-#   scripts/gpu/session.sh build check validate profile handoff runs binary
+#   scripts/gpu/session.sh build check validate profile handoff runs trace binary
 # build     unpacks .gpu-debs (scripts/gpu/fetch_debs.sh, run here first; carry .gpu-debs) and
 #           builds pipetwin and exec_tests into build-gpu/ against the wheel's LibTorch (build.sh);
 #           on a compile error it stops there and prints the first error with its line
@@ -20,6 +20,11 @@
 #           and 8; the table for the README, and every point's plan, timelines and metrics in
 #           validation-data.tgz (experiments/validate_gpu.py --replay re-predicts them here)
 # handoff   experiments/handoff_latency.py: the same-gpu link's latency for the cluster file
+# trace     docs/import-trace.md's walk-through on the GPU (experiments/import_walkthrough.sh with
+#           DEVICE=cuda): the image's PyTorch records the demo MLP (width 2048, micro-batches 64,
+#           128, 256) on the GPU, import-trace reads the kernels' device time, and the imported
+#           profile's 1F1B K=2 M=4 plan on <gpu>-1gpu is predicted and run three times with
+#           --device cuda, next to `pipetwin profile --device cuda`'s; everything in trace-data.tgz
 # binary    the stripped pipetwin built here, xz-compressed (pipetwin.xz), for a later call that
 #           carries it instead of building
 # PIPETWIN_VALIDATE_ARGS adds options to validate_gpu.py (a smaller grid, say).
@@ -27,7 +32,8 @@
 # (seconds since the epoch) stops starting long commands after it, so one call returns what it
 # has. Everything printed goes to $OUT/session.log too; the files a step keeps go to $OUT (the
 # device tool brings back at most 8: session.log, check.log, profiles.tgz, validation.md,
-# validation.csv, validation-data.tgz, pipetwin.xz are 7), or to results/gpu where OUT is unset.
+# validation.csv, validation-data.tgz, trace-data.tgz, pipetwin.xz are 8), or to results/gpu where
+# OUT is unset.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-results/gpu}
@@ -162,6 +168,14 @@ for what in "$@"; do
     runs) step runs; check_runs ;;
     profile) step profile; profile_step ;;
     validate) step validate; validate_step ;;
+    trace)
+      step trace
+      DEVICE=cuda CLUSTER="$cluster" WIDTH=2048 INPUTS=2048 CLASSES=2048 PYTHON=python3 \
+        PIPETWIN_BIN="$bin" timeout "$((limit * 2))" experiments/import_walkthrough.sh \
+        "$tmp/trace" 64,128,256 | grep -E "^\$ |error|iteration time|spread" ||
+        echo "trace: failed or out of time (exit $?)"
+      tar -C "$tmp/trace" -czf "$out/trace-data.tgz" --exclude='*.run*.trace.json' . || true
+      ;;
     handoff)
       step handoff
       timeout 60 python3 experiments/handoff_latency.py --pipetwin "$bin" --device cuda \
@@ -173,7 +187,7 @@ for what in "$@"; do
         ls -la "$out/pipetwin.xz"
       ;;
     *)
-      echo "session.sh: unknown step \"$what\" (build, check, runs, profile, validate, handoff, binary)" >&2
+      echo "session.sh: unknown step \"$what\" (build, check, runs, profile, validate, handoff, trace, binary)" >&2
       exit 2
       ;;
   esac
