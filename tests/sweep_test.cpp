@@ -172,6 +172,54 @@ TEST(Sweep, DtypeAndOptimizerAreKnobs) {
   EXPECT_GT(num(1, "iteration_time_s"), num(0, "iteration_time_s"));  // Adam's longer step
 }
 
+// The topology what-ifs set one field of the cluster's topology: swept on the shipped one-NIC
+// and peer-to-peer files, each point equals the shipped file that differs in that field alone
+// (four NICs; no peer-to-peer), and a value the cluster cannot have is the point's error.
+TEST(Sweep, TopologyKnobsSetOneFieldOfTheClusterTopology) {
+  TempDir dir;
+  // bert:base, 1F1B, M = 4, K stages x dp replicas.
+  const auto run = [&](const std::string& file, const std::string& cluster, int K, int dp,
+                       const std::string& grid) {
+    SweepInputs in;
+    in.base.model = "bert:base";
+    in.base.cluster = cluster;
+    in.base.stages = K;
+    in.base.dp = dp;
+    in.base.chunks = 4;
+    in.base.batch = 16 * dp;
+    in.base.schedule = "1f1b";
+    RunOptions o;
+    o.output = dir.file(file);
+    EXPECT_TRUE(run_sweep(Sweep(Grid::parse(grid), in), o).complete);
+    return load_sweep(o.output);
+  };
+  const auto time = [](const SweepTable& t, size_t r) {
+    return std::stod(field(t, r, "iteration_time_s"));
+  };
+  // 2 stages x 8 replicas over two nodes: every stage's all-reduce crosses the nodes.
+  const SweepTable nics =
+      run("nics.csv", "pipetransformer-2x8-rtx5000-1nic", 2, 8, "nics_per_node=1,4,16");
+  const SweepTable four = run("four.csv", "pipetransformer-2x8-rtx5000-4nic", 2, 8, "chunks=4");
+  ASSERT_EQ(nics.rows.size(), 3u);
+  EXPECT_EQ(field(nics, 1, "nics_per_node"), "4");
+  EXPECT_DOUBLE_EQ(time(nics, 1), time(four, 0));
+  EXPECT_GT(time(nics, 0), time(nics, 1));  // the stages' all-reduces share one NIC
+  EXPECT_NE(field(nics, 2, "error")
+                .find("--grid: nics_per_node: 16 NICs per node on "
+                      "pipetransformer-2x8-rtx5000-1nic, which has 8 devices"),
+            std::string::npos)
+      << field(nics, 2, "error");
+  // 8 replicas behind two PCIe switches: the ring's copies direct or through host memory.
+  const SweepTable p2p = run("p2p.csv", "ftpipe-8x-2080ti-switched-p2p", 1, 8, "p2p=yes,no");
+  const SweepTable staged = run("staged.csv", "ftpipe-8x-2080ti-switched-nop2p", 1, 8, "chunks=4");
+  EXPECT_EQ(field(p2p, 1, "p2p"), "no");
+  EXPECT_DOUBLE_EQ(time(p2p, 1), time(staged, 0));
+  EXPECT_GT(time(p2p, 1), time(p2p, 0));
+  EXPECT_NE(input_error([] { Grid::parse("p2p=maybe"); }).find("p2p"), std::string::npos);
+  EXPECT_NE(input_error([] { Grid::parse("nics_per_node=0"); }).find("nics_per_node"),
+            std::string::npos);
+}
+
 TEST(Sweep, AutoChunksRecordsTheChosenM) {
   TempDir dir;
   const std::string hw = write_catalog(dir);

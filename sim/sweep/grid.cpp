@@ -38,6 +38,10 @@ std::vector<std::string> optimizer_words() {
   return {"sgd", "momentum", "adam"};
 }
 
+std::vector<std::string> yes_no_words() {
+  return {"yes", "no"};
+}
+
 std::string show_int(int v) {
   return std::to_string(v);
 }
@@ -100,6 +104,15 @@ std::vector<Knob> make_knobs() {
   k.push_back({"alpha", KnobType::kReal, "freeze rate: a whole elastic run per point (0: none)", 0,
                1, false, nullptr, [](C& c, S, double v) { c.alpha = v; },
                [](const C& c) { return c.alpha < 0 ? std::string() : real_text(c.alpha); }});
+  k.push_back({"nics_per_node", KnobType::kInt,
+               "NICs per node of the cluster's topology (a what-if; the cluster's by default)", 1,
+               1024, false, nullptr,
+               [](C& c, S, double v) { c.nics_per_node = static_cast<int>(v); },
+               [](const C& c) { return c.nics_per_node > 0 ? show_int(c.nics_per_node) : ""; }});
+  k.push_back({"p2p", KnobType::kWord,
+               "yes or no: GPU-to-GPU copies direct or through host memory (a what-if)", 0, 0,
+               false, yes_no_words, [](C& c, S t, double) { c.p2p = t; },
+               [](const C& c) { return c.p2p; }});
   return k;
 }
 

@@ -58,6 +58,11 @@ struct PointConfig {
   // PipeTransformer's freeze rate (Equation 1). Set (>= 0), the point is also a whole elastic
   // training run (sim/elastic_sim.hpp); 0 there means no freezing: the Pipe + DDP baseline.
   double alpha = -1;
+  // What-ifs on the cluster's topology (core/topology.hpp): NICs per node (0: the cluster's) and
+  // peer-to-peer copies ("yes", "no"; empty: the cluster's). A cluster without a topology gets
+  // the default one (one NIC per node, no switch level, peer-to-peer) with the field set.
+  int nics_per_node = 0;
+  std::string p2p;
 
   // The global batch this point runs: micro_batch x chunks x dp when micro_batch is set.
   int resolved_batch() const { return micro_batch > 0 ? micro_batch * chunks * dp : batch; }

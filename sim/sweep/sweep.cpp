@@ -159,6 +159,24 @@ CsvRow Sweep::inputs_row(int64_t index) const {
   return row;
 }
 
+Cluster Sweep::point_cluster(const PointConfig& c) const {
+  Cluster cl = cluster(c.cluster);
+  if (c.nics_per_node == 0 && c.p2p.empty()) return cl;
+  if (!cl.topology) cl.topology = Topology{};
+  if (c.nics_per_node > 0) {
+    if (c.nics_per_node > cl.devices_per_node) {
+      throw InputError(
+          fmt::format("--grid: nics_per_node: {} NICs per node on {}, which has {} devices per "
+                      "node (at most one NIC "
+                      "per device)",
+                      c.nics_per_node, cl.name, cl.devices_per_node));
+    }
+    cl.topology->nics_per_node = c.nics_per_node;
+  }
+  if (!c.p2p.empty()) cl.topology->p2p = c.p2p == "yes";
+  return cl;
+}
+
 Evaluation Sweep::evaluate(const PointConfig& c) const {
   const int64_t batch = c.micro_batch > 0 ? int64_t{c.micro_batch} * c.chunks * c.dp : c.batch;
   if (batch > 1'000'000'000) {
@@ -166,7 +184,14 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
     e.error = fmt::format("batch micro_batch x chunks x dp = {} is too large", batch);
     return e;
   }
-  const Cluster& cl = cluster(c.cluster);
+  Cluster cl;
+  try {
+    cl = point_cluster(c);
+  } catch (const InputError& error) {
+    Evaluation e;
+    e.error = error.what();
+    return e;
+  }
   PlanRequest r;
   r.model = c.model;
   r.profile = profile(c, cl.device.name);
@@ -196,7 +221,7 @@ std::string one_line(std::string text) {
 }  // namespace
 
 std::string Sweep::run_elastic(const PointConfig& c, CsvRow& columns) const {
-  const Cluster& cl = cluster(c.cluster);
+  const Cluster cl = point_cluster(c);  // evaluate() checked it
   ElasticConfig ec;
   ec.model = c.model;
   ec.profile = profile(c, cl.device.name);

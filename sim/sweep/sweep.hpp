@@ -84,6 +84,9 @@ class Sweep {
   // A whole elastic run of point `c`: the elastic columns, or an error text.
   std::string run_elastic(const PointConfig& c, CsvRow& columns) const;
   const Cluster& cluster(const std::string& name) const;
+  // The point's cluster with its topology what-ifs (PointConfig::nics_per_node, p2p) applied;
+  // InputError when a value does not fit the cluster.
+  Cluster point_cluster(const PointConfig& c) const;
   const Profile& profile(const PointConfig& c, const std::string& device) const;
 
   Grid grid_;
