@@ -130,9 +130,7 @@ Evaluation evaluate_plan(const Plan& plan, int iterations, bool simulate_unfit) 
     e.throughput_samples_per_s = m.throughput_samples_per_s;
     e.bubble_fraction = m.bubble_fraction;
   } catch (const InputError& err) {
-    Evaluation failed;
-    failed.error = err.what();
-    return failed;
+    return Evaluation::failure(err.what());
   }
   return e;
 }
@@ -145,9 +143,7 @@ Evaluation evaluate_request(const PlanRequest& request, int iterations, bool sim
     plan = make_plan(r);
   } catch (const InputError& first) {
     if (r.allow_oom) {
-      Evaluation failed;
-      failed.error = first.what();
-      return failed;
+      return Evaluation::failure(first.what());
     }
     // Auto M and nothing fits (or the request is infeasible): plan ignoring memory, so the
     // evaluation names the device that runs out; an infeasible request fails again here.
@@ -155,9 +151,7 @@ Evaluation evaluate_request(const PlanRequest& request, int iterations, bool sim
     try {
       plan = make_plan(r);
     } catch (const InputError& again) {
-      Evaluation failed;
-      failed.error = again.what();
-      return failed;
+      return Evaluation::failure(again.what());
     }
   }
   return evaluate_plan(plan, iterations, simulate_unfit);
@@ -214,9 +208,7 @@ Evaluation try_schedule(PlanRequest q) {
     try {
       return evaluate_plan(make_plan(q), 0, true);
     } catch (const InputError& again) {
-      Evaluation e;
-      e.error = again.what();
-      return e;
+      return Evaluation::failure(again.what());
     }
   }
 }

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/plan.hpp"
@@ -56,6 +57,13 @@ struct Evaluation {
   // its capacity (memory_pools.hpp), if any is
   std::string oom_device;
   double over_bytes = 0;  // what it needs minus its capacity, when it does not fit
+
+  // An infeasible point, and why.
+  static Evaluation failure(std::string why) {
+    Evaluation e;
+    e.error = std::move(why);
+    return e;
+  }
 
   bool ok() const { return error.empty(); }
 };

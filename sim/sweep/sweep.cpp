@@ -180,17 +180,14 @@ Cluster Sweep::point_cluster(const PointConfig& c) const {
 Evaluation Sweep::evaluate(const PointConfig& c) const {
   const int64_t batch = c.micro_batch > 0 ? int64_t{c.micro_batch} * c.chunks * c.dp : c.batch;
   if (batch > 1'000'000'000) {
-    Evaluation e;
-    e.error = fmt::format("batch micro_batch x chunks x dp = {} is too large", batch);
-    return e;
+    return Evaluation::failure(
+        fmt::format("batch micro_batch x chunks x dp = {} is too large", batch));
   }
   Cluster cl;
   try {
     cl = point_cluster(c);
   } catch (const InputError& error) {
-    Evaluation e;
-    e.error = error.what();
-    return e;
+    return Evaluation::failure(error.what());
   }
   PlanRequest r;
   r.model = c.model;
