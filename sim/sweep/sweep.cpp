@@ -165,11 +165,10 @@ Cluster Sweep::point_cluster(const PointConfig& c) const {
   if (!cl.topology) cl.topology = Topology{};
   if (c.nics_per_node > 0) {
     if (c.nics_per_node > cl.devices_per_node) {
-      throw InputError(
-          fmt::format("--grid: nics_per_node: {} NICs per node on {}, which has {} devices per "
-                      "node (at most one NIC "
-                      "per device)",
-                      c.nics_per_node, cl.name, cl.devices_per_node));
+      throw InputError(fmt::format(
+          "--grid: nics_per_node: {} NICs per node on {}, which has {} devices per node (at most "
+          "one NIC per device)",
+          c.nics_per_node, cl.name, cl.devices_per_node));
     }
     cl.topology->nics_per_node = c.nics_per_node;
   }
@@ -183,16 +182,14 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
     return Evaluation::failure(
         fmt::format("batch micro_batch x chunks x dp = {} is too large", batch));
   }
-  Cluster cl;
+  PlanRequest r;
   try {
-    cl = point_cluster(c);
+    r.cluster = point_cluster(c);
   } catch (const InputError& error) {
     return Evaluation::failure(error.what());
   }
-  PlanRequest r;
   r.model = c.model;
-  r.profile = profile(c, cl.device.name);
-  r.cluster = cl;
+  r.profile = profile(c, r.cluster.device.name);
   r.catalog = &catalog_;
   r.stages = c.stages;
   r.schedule = c.schedule;
@@ -218,12 +215,11 @@ std::string one_line(std::string text) {
 }  // namespace
 
 std::string Sweep::run_elastic(const PointConfig& c, CsvRow& columns) const {
-  const Cluster cl = point_cluster(c);  // evaluate() checked it
   ElasticConfig ec;
+  ec.cluster = point_cluster(c);  // evaluate() checked it
   ec.model = c.model;
-  ec.profile = profile(c, cl.device.name);
-  ec.cluster = cl;
-  ec.compute_scale = resolve_compute_scale(ec.profile, cl, &catalog_);
+  ec.profile = profile(c, ec.cluster.device.name);
+  ec.compute_scale = resolve_compute_scale(ec.profile, ec.cluster, &catalog_);
   ec.stages = c.stages;
   ec.batch = c.resolved_batch() / c.dp;  // per pipeline; the plain plan checked divisibility
   ec.epochs = inputs_.epochs;
