@@ -111,6 +111,15 @@ double FrameworkMemory::reserved_bytes(double allocated) const {
   return allocated / (1 - stack.fragmentation.value) + allocator_workspace_bytes();
 }
 
+double FrameworkMemory::reserved_bytes(double allocated, double reservable) const {
+  return std::min(reserved_bytes(allocated),
+                  std::max(reservable, allocated + allocator_workspace_bytes()));
+}
+
+bool FrameworkMemory::fits_after_release(double allocated, double reservable) const {
+  return allocated + allocator_workspace_bytes() <= reservable;
+}
+
 double FrameworkMemory::process_bytes(double allocated) const {
   return reserved_bytes(allocated) + context.value + outside_workspace_bytes();
 }

@@ -102,6 +102,17 @@ struct FrameworkMemory {
   double outside_workspace_bytes() const;
   // The allocator's reserved bytes at a peak of `allocated` tensor bytes.
   double reserved_bytes(double allocated) const;
+  // The same when the allocator can reserve at most `reservable` bytes (the GPU less the context
+  // and out-of-allocator workspaces). When a cudaMalloc fails, PyTorch's caching allocator frees
+  // its cached unused segments and retries before it raises out-of-memory (free_cached_blocks in
+  // PyTorch 1.x's CUDACachingAllocator.cpp malloc, release_cached_blocks in 2.x), so the
+  // fragmentation reserve gives way as the tensors fill the GPU: min(reserved_bytes(a),
+  // max(reservable, a + in-allocator workspaces)). The fragmentation left in split segments
+  // that still hold a live block is not modelled: under pressure this is a lower bound.
+  double reserved_bytes(double allocated, double reservable) const;
+  // The tensors of a peak of `allocated` bytes fit in `reservable` reserved bytes once the cache
+  // has been released: allocated + in-allocator workspaces <= reservable.
+  bool fits_after_release(double allocated, double reservable) const;
   // What the process holds on the GPU at that peak (nvidia-smi).
   double process_bytes(double allocated) const;
   // What the process holds besides its tensors' reserved bytes: context and workspaces

@@ -145,14 +145,27 @@ class DeviceWalk {
 
 }  // namespace
 
-MemoryWalk walk_memory(const CompiledSchedule& cs, const std::vector<StageCost>& stages) {
+namespace {
+
+MemoryWalk walk(const Liveness& lv, const std::vector<StageCost>& stages) {
+  const CompiledSchedule& cs = lv.schedule();
   MemoryWalk out;
   out.devices.resize(static_cast<size_t>(cs.num_devices()));
   out.after_action.assign(static_cast<size_t>(cs.num_actions()), 0);
-  const Liveness lv(cs);
   const std::vector<double> recv_bytes = received_bytes(cs, stages);
   for (int d = 0; d < cs.num_devices(); ++d) DeviceWalk(lv, stages, recv_bytes, d, out).run();
   return out;
+}
+
+}  // namespace
+
+MemoryWalk walk_memory(const CompiledSchedule& cs, const std::vector<StageCost>& stages) {
+  return walk(Liveness(cs), stages);
+}
+
+MemoryWalk walk_memory(const CompiledSchedule& cs, const std::vector<StageCost>& stages,
+                       const std::vector<double>& start, const std::vector<double>& end) {
+  return walk(Liveness(cs, start, end), stages);
 }
 
 }  // namespace pipetwin

@@ -28,7 +28,9 @@
 //   received     + a tensor from another device from the earliest point it can arrive until the
 //                compute that consumes it (the walk's one-hop estimate, an upper bound on what a
 //                run holds: a fast next stage can hand a device all M output gradients of a GPipe
-//                step before its first backward).
+//                step before its first backward); given a run's times, from when its copy starts
+//                (what that run holds: sim::simulate_memory_in_run). The planner, sweeps and the
+//                simulator's report keep the bound.
 //
 // Checked against the executor's measured peak (tests/exec_memory_test.cpp, every schedule on
 // mlp, vit:tiny and bert:tiny) within 10% on every device. Left out: the input gradient a backward
@@ -64,5 +66,10 @@ struct MemoryWalk {
 };
 
 MemoryWalk walk_memory(const CompiledSchedule& schedule, const std::vector<StageCost>& stages);
+// The walk of one run (the simulator's): received tensors held from when their copies start
+// (`start`, `end` by action id; core/schedule/liveness.hpp), not from the earliest point the lists
+// allow. Never above the untimed walk.
+MemoryWalk walk_memory(const CompiledSchedule& schedule, const std::vector<StageCost>& stages,
+                       const std::vector<double>& start, const std::vector<double>& end);
 
 }  // namespace pipetwin

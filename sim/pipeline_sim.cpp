@@ -325,6 +325,19 @@ SimResult PipelineSimulator::run() {
   return r;
 }
 
+MemoryWalk PipelineSimulator::memory_in_run() {
+  std::vector<double> start, end;
+  run_engine(start, end);
+  return walk_memory(schedule_, ctx_.stages, start, end);
+}
+
+MemoryWalk simulate_memory_in_run(const PlanContext& context) {
+  PipelineSimulator sim(context,
+                        CompiledSchedule(make_schedule(context.plan.schedule, context.shape),
+                                         "schedule " + context.plan.schedule));
+  return sim.memory_in_run();
+}
+
 SimResult simulate_plan(const PlanContext& context) {
   return simulate_plan(context, make_schedule(context.plan.schedule, context.shape),
                        "schedule " + context.plan.schedule);

@@ -39,7 +39,9 @@ namespace pipetwin::sim {
 struct SimResult {
   Timeline timeline;
   Metrics metrics;
-  MemoryWalk memory;  // the tensors; the timeline's and metrics' peaks are these
+  // The tensors (the walk's upper bound, core/memory.hpp, which the planner and sweeps judge
+  // plans by); the timeline's and metrics' peaks are these.
+  MemoryWalk memory;
   // Per schedule device: the framework memory it needs beside memory.devices[d].peak_bytes
   // (framework_bytes_by_device, core/memory_pools.hpp); 0 on CPU devices.
   std::vector<double> framework_bytes;
@@ -61,6 +63,9 @@ class PipelineSimulator {
   // Runs the engine only: start/end per action id.
   void run_engine(std::vector<double>& start, std::vector<double>& end);
   SimResult run();
+  // The memory walk of the simulated run: received tensors held from when their copies start
+  // (core/memory.hpp), what this run holds rather than the upper bound SimResult::memory is.
+  MemoryWalk memory_in_run();
 
  private:
   void share_compute();  // processor sharing of the compute streams, if the cluster has any
@@ -87,5 +92,7 @@ class PipelineSimulator {
 SimResult simulate_plan(const PlanContext& context);
 SimResult simulate_plan(const PlanContext& context, const Schedule& custom,
                         const std::string& origin);
+// The plan's schedule simulated, its memory walked with the run's times (memory_in_run).
+MemoryWalk simulate_memory_in_run(const PlanContext& context);
 
 }  // namespace pipetwin::sim

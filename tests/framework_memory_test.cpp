@@ -76,6 +76,20 @@ TEST(FrameworkMemory, ReservedAndProcessBytesAreTheClosedForms) {
   EXPECT_DOUBLE_EQ(measured_bytes(now, MemoryMeasure::kProcess, a), now.process_bytes(a));
 }
 
+TEST(FrameworkMemory, ReserveGivesWayWhenTheTensorsFillWhatCanBeReserved) {
+  const FrameworkMemory fw = sample(true);  // 20 MiB of cuBLAS workspace in the allocator
+  const double ws = 20 * kMiB, room = 1000 * kMiB;
+  // Far from the limit: the fragmentation reserve in full.
+  EXPECT_DOUBLE_EQ(fw.reserved_bytes(400 * kMiB, room), fw.reserved_bytes(400 * kMiB));
+  // 900 MiB of tensors would reserve 1145 MiB: the allocator frees its cache and stops at 1000.
+  EXPECT_DOUBLE_EQ(fw.reserved_bytes(900 * kMiB, room), room);
+  EXPECT_TRUE(fw.fits_after_release(900 * kMiB, room));
+  // Tensors and workspace exactly fill it; one byte more does not fit, and is what it needs.
+  EXPECT_TRUE(fw.fits_after_release(room - ws, room));
+  EXPECT_FALSE(fw.fits_after_release(room - ws + 1, room));
+  EXPECT_DOUBLE_EQ(fw.reserved_bytes(room, room), room + ws);
+}
+
 TEST(FrameworkMemory, AllocatableBytesInvertProcessBytes) {
   for (const bool in : {false, true}) {
     const FrameworkMemory fw = sample(in);

@@ -1,6 +1,8 @@
 #include "core/schedule/liveness.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <utility>
 
 namespace pipetwin {
@@ -70,6 +72,34 @@ Liveness::Liveness(const CompiledSchedule& cs)
     int32_t arrival = -1;  // never before an earlier Recv of the stream
     for (const int32_t id : cs.stream_actions(recv_stream(d))) {
       arrival = std::max(arrival, ready[at(cs.group_members(cs.group(id))[0])]);
+      arrival_[at(id)] = arrival;
+    }
+  }
+}
+
+Liveness::Liveness(const CompiledSchedule& cs, const std::vector<double>& start,
+                   const std::vector<double>& end)
+    : Liveness(cs) {
+  for (int d = 0; d < cs.num_devices(); ++d) {
+    // The device's compute actions run in list order on one stream: their ends never decrease.
+    std::vector<std::pair<double, int32_t>> ends;  // (end, list index)
+    const int first = cs.id({d, 0});
+    const auto count = static_cast<int>(cs.schedule().devices[at(d)].size());
+    for (int id = first; id < first + count; ++id)
+      if (stream_of(cs.action(id).op) == StreamKind::kCompute)
+        ends.push_back({end[at(id)], id - first});
+    int32_t arrival = -1;  // never before an earlier Recv of the stream
+    for (const int32_t id : cs.stream_actions(recv_stream(d))) {
+      // The last compute action that ended by the time the copy starts: held from the next one.
+      // (An action that ends as the copy starts counts as ended: the times are sums of durations
+      // that can differ in the last bits.)
+      const double when = start[at(id)] + 1e-9 * std::max(1.0, std::abs(start[at(id)]));
+      const auto it =
+          std::upper_bound(ends.begin(), ends.end(), std::pair<double, int32_t>{when, count});
+      int32_t timed = it == ends.begin() ? -1 : std::prev(it)->second;
+      // Zero-length actions can tie with the consumer: it still takes the tensor over.
+      if (consumer_[at(id)] >= 0) timed = std::min(timed, consumer_[at(id)] - first - 1);
+      arrival = std::max({arrival, arrival_[at(id)], timed});
       arrival_[at(id)] = arrival;
     }
   }

@@ -52,6 +52,11 @@
 // last action of this device that the sender's compute has consumed the output of (one hop: longer
 // chains through third devices are left out, which can only make an arrival earlier), and never
 // before an earlier Recv of the same stream. A run therefore holds a subset of what the walk says.
+// Given a run's start times (the simulator's, or a measured timeline's), a Recv's tensor is held
+// instead from the compute action of its device that is running when its copy starts (the buffer
+// is allocated then): the first compute action in list order that has not ended by that time,
+// never earlier than the list-read point. That is what that run holds, not an upper bound: on a
+// GPipe step whose next stage is as fast as this one, one or two output gradients wait, not M.
 //
 // Use: Liveness holds what the whole schedule shares (arrivals, consumers); a LivenessCursor walks
 // one device, action by action, in O(1) amortized per action and keeps its counts in flat arrays
@@ -112,6 +117,9 @@ struct LiveSet {
 class Liveness {
  public:
   explicit Liveness(const CompiledSchedule& cs);
+  // Arrivals read off a run (see above): `start` and `end` by action id, in seconds.
+  Liveness(const CompiledSchedule& cs, const std::vector<double>& start,
+           const std::vector<double>& end);
 
   const CompiledSchedule& schedule() const { return cs_; }
   // Forward `id` keeps its graph (no Recompute of its micro-batch follows).

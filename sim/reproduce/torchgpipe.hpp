@@ -49,9 +49,11 @@ PlanRequest request(const Setup& setup, const std::string& model, const Profile&
                     int stages, const std::string& schedule, int batch, int chunks,
                     Checkpoint checkpoint, const std::string& partitioner);
 
-// Peak memory per device of a plan as torchgpipe measures it (measured_bytes) from the schedule's
-// memory walk (no timing needed).
-std::vector<double> peak_memory(const Setup& setup, const Plan& plan);
+// Peak tensor bytes per device of a plan (allocated): the memory walk of its simulated run.
+std::vector<double> allocated_peaks(const Plan& plan);
+// Whether a GPU peak of `allocated` tensor bytes fits the cluster's GPU under the setup's
+// framework (FrameworkMemory::fits_after_release).
+bool fits(const Setup& setup, double allocated);
 
 ReproTable memory_table(const Setup& setup, const ReferenceTable& ref);
 // For every Table 3 memory row more than 10% off the paper: what our model lacks, with the
