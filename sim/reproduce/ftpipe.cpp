@@ -92,8 +92,9 @@ ReproTable speedup_table(const std::string& dataset, const Pipelines& p, const F
   };
   const std::vector<Line> lines = {
       {&p.gpipe_seq, "GPipe Seq-pipe (sync)", 1.0, "the baseline"},
-      {&p.gpipe_mixed, "GPipe Mixed-pipe (sync)", f.high("mixed_sync_speedup_max"),
-       "paper: up to 1.2x, time to accuracy over RTE, WiC, BoolQ, MultiRC (Figure 6)"},
+      {&p.gpipe_mixed, "GPipe Mixed-pipe (sync)", kNaN,
+       "paper: up to 1.2x over its tasks, no per-task figure: see the text figures' best-task "
+       "row"},
       {&p.ftpipe_seq, "FTPipe Seq-pipe (async)", kNaN,
        "paper: asynchrony adds " + f.range("async_speedup") + " (time to accuracy)"},
       {&p.ftpipe_mixed, "FTPipe Mixed-pipe (async)", kNaN,
@@ -161,6 +162,24 @@ ReproTable figures_table(const Setup& setup, const Figures& f, const Pipelines& 
                       f.low("comm_volume_mixed_over_seq_" + name), ratio, "x",
                       "bytes per sample crossing GPUs"});
   }
+  // Section 5.3: "Mixed-pipe improves the time-to-accuracy of GPipe up to 1.2x" over RTE, WiC,
+  // BoolQ and MultiRC (Figure 6): the best task against the best of the tasks we run.
+  std::string best_task = "none";
+  double best = kNaN;
+  for (const auto& [name, p] : {std::pair<std::string, const Pipelines*>{"RTE", &rte},
+                                std::pair<std::string, const Pipelines*>{"BoolQ", &boolq}}) {
+    if (!p->gpipe_seq.fits || !p->gpipe_mixed.fits) continue;
+    const double gain = p->gpipe_mixed.throughput / p->gpipe_seq.throughput;
+    if (!(gain <= best)) {
+      best = gain;
+      best_task = name;
+    }
+  }
+  t.rows.push_back({"GPipe Mixed-pipe over Seq-pipe (sync), best task", "epoch-time speed-up",
+                    f.high("mixed_sync_speedup_max"), best, "x",
+                    fmt::format("paper: up to 1.2x over RTE, WiC, BoolQ, MultiRC (time to "
+                                "accuracy, Figure 6); ours: the best of RTE and BoolQ ({})",
+                                best_task)});
   const CostModel cost(setup.profile, setup.cluster);
   const zoo::ZooModel model = zoo::describe_model(kModel, "reproduce ftpipe");
   double enc = 0, dec = 0, fwd = 0, rec = 0, bwd = 0;
