@@ -17,12 +17,38 @@ namespace {
 
 struct CompareArgs {
   std::string predicted, plan;
-  std::vector<std::string> measured;
+  std::vector<std::string> measured, also_predicted;
   int skip = 1;
 };
 
 bool is_timeline(const Json& doc) {
   return doc.is_object() && doc.contains("traceEvents");
+}
+
+double median_step_s(const Metrics& m) {
+  // A run's median step: one stalled step of a noisy VM (we saw 518 ms among 437 ms ones) moves
+  // the steady mean by several percent and its median not at all.
+  return m.iteration_time_median_s > 0 ? m.iteration_time_median_s : m.iteration_time_s;
+}
+
+// The range of the plan's predictions: the positional one and --also-predicted's.
+RunSpread prediction_spread(const CompareArgs& a, bool timelines, const Json& first, int stages,
+                            bool async, double samples) {
+  if (a.also_predicted.empty()) return {};
+  std::vector<double> times;
+  auto add = [&](const Json& doc, const std::string& path) {
+    if (is_timeline(doc) != timelines) {
+      throw InputError("compare: give timelines only or metrics files only, not one of each (" +
+                       path + ")");
+    }
+    times.push_back(
+        median_step_s(timelines ? compute_metrics(timeline_from_chrome_trace(JsonView(doc, path)),
+                                                  stages, async, samples)
+                                : metrics_from_json(JsonView(doc, path))));
+  };
+  add(first, a.predicted);
+  for (const auto& path : a.also_predicted) add(load_json_file(path), path);
+  return run_spread(times, nullptr);
 }
 
 void run_compare(const CompareArgs& a) {
@@ -56,18 +82,15 @@ void run_compare(const CompareArgs& a) {
       metrics.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
   }
   std::vector<double> times;
-  // A run's median step: one stalled step of a noisy VM (we saw 518 ms among 437 ms ones) moves
-  // the steady mean by several percent and its median not at all.
-  for (const auto& m : metrics) {
-    times.push_back(m.iteration_time_median_s > 0 ? m.iteration_time_median_s
-                                                  : m.iteration_time_s);
-  }
+  for (const auto& m : metrics) times.push_back(median_step_s(m));
   size_t mid = 0;
   const RunSpread spread = run_spread(times, &mid);
+  const RunSpread predictions = prediction_spread(a, timelines, p, stages, async, samples);
   Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)
                            : compare_metrics(metrics_from_json(JsonView(p, a.predicted)),
                                              metrics[mid], a.skip);
   if (spread.runs > 1) c.spread = spread;
+  if (predictions.runs > 1) c.predictions = predictions;
   std::fputs(render_comparison(c).c_str(), stdout);
 }
 
@@ -82,6 +105,10 @@ void add_compare_command(CLI::App& app) {
                   "(compared with the median one, their spread shown)")
       ->required();
   cmd->add_option("--plan", args->plan, "the plan (for throughput in samples/s)");
+  cmd->add_option("--also-predicted", args->also_predicted,
+                  "other predictions of the same plan, from profiles measured at other times "
+                  "(e.g. after the runs): the error is noise where their range and the runs' "
+                  "overlap");
   cmd->add_option("--skip", args->skip, "leading iterations left out of the headline (warm-up)")
       ->capture_default_str();
   cmd->callback([args] { run_compare(*args); });

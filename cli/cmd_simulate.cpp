@@ -8,6 +8,7 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "core/model_source.hpp"
+#include "core/profile.hpp"
 #include "core/schedule/limits.hpp"
 #include "core/schedule/schedule.hpp"
 #include "sim/elastic_sim.hpp"
@@ -110,7 +111,10 @@ void add_elastic_options(CLI::App* cmd, ElasticArgs& a) {
   // Every other option here only means something with --elastic.
   auto opt = [&](CLI::Option* o) { o->needs(elastic); };
   opt(cmd->add_option("--model", a.model, "elastic: model name (zoo name or uniform:...)"));
-  opt(cmd->add_option("--profile", a.profile, "elastic: profile JSON (instead of a shipped one)"));
+  cmd->add_option("--profile", a.profile,
+                  "elastic: profile JSON (instead of a shipped one); with --plan: price the plan's "
+                  "layers with this profile of the same model instead (measured again, e.g. after "
+                  "the runs, to see how far the machine drifted)");
   opt(cmd->add_option("--cluster", a.cluster, "elastic: cluster file or name")
           ->capture_default_str());
   opt(cmd->add_option("--catalog", a.catalog, "elastic: hardware catalog folder"));
@@ -152,6 +156,20 @@ void add_elastic_options(CLI::App* cmd, ElasticArgs& a) {
   opt(cmd->add_option("--report", a.report, "elastic: write the report JSON"));
 }
 
+// The plan with its layers priced by the profile at `path`: the same model, measured again.
+Plan repriced(Plan plan, const std::string& path) {
+  Profile p = load_profile(path);
+  if (p.num_layers() != plan.profile.num_layers() || p.model != plan.profile.model) {
+    throw InputError(fmt::format(
+        "{}: model: a profile of {} ({} layers), but the plan's profile is of {} ({} layers)", path,
+        p.model, p.num_layers(), plan.profile.model, plan.profile.num_layers()));
+  }
+  const Catalog catalog = load_catalog("");
+  plan.compute_scale = sim::resolve_compute_scale(p, plan.cluster, &catalog);
+  plan.profile = std::move(p);
+  return plan;
+}
+
 void run_simulate(const SimulateArgs& a) {
   if (a.elastic.on && !a.plan.empty()) {
     throw InputError("simulate: --plan and --elastic exclude each other");
@@ -159,7 +177,8 @@ void run_simulate(const SimulateArgs& a) {
   if (a.max_actions >= 0) set_action_limit(a.max_actions);
   if (a.elastic.on) return run_elastic(a);
   if (a.plan.empty()) throw InputError("simulate: --plan is required (or --elastic)");
-  const Plan plan = load_plan(a.plan);
+  Plan plan = load_plan(a.plan);
+  if (!a.elastic.profile.empty()) plan = repriced(std::move(plan), a.elastic.profile);
   const PlanContext ctx(plan, a.iterations);
   try {
     check_action_limit(plan.schedule, ctx.shape);  // refuse up front, naming the plan

@@ -146,7 +146,18 @@ std::string render_comparison(const Comparison& c) {
   out += fmt::format("\niteration-time error: median {:.1f}%, worst {:.1f}% (iteration {})\n",
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
-  if (c.spread.runs > 1 && !c.summary.empty()) {
+  if (c.predictions.runs > 1 && c.spread.runs > 1 && !c.summary.empty()) {
+    const RunSpread &p = c.predictions, &r = c.spread;
+    const bool overlap = p.low_s <= r.high_s && r.low_s <= p.high_s;
+    out += fmt::format(
+        "run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}); {} "
+        "predictions from profiles measured at different times: {} .. {}; the error {:+.1f}% is "
+        "{}\n",
+        r.runs, value(r.low_s, "s"), value(r.high_s, "s"), value(r.median_s, "s"), p.runs,
+        value(p.low_s, "s"), value(p.high_s, "s"), spread_row(c).error() * 100,
+        overlap ? "within the noise: the two ranges overlap (the machine drifted)"
+                : "outside the noise: the two ranges do not overlap");
+  } else if (c.spread.runs > 1 && !c.summary.empty()) {
     const double e = spread_row(c).error(), w = c.spread.half_width();
     out += fmt::format(
         "run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}, +-{:.1f}%); "

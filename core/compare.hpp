@@ -5,7 +5,8 @@
 // fraction, per-device utilization and peak memory, and, from timelines, the median duration of
 // each action kind on each stage. Relative errors are (predicted - measured) / measured; the
 // headline is the median and the worst |error| over the iterations. Given several measured runs,
-// `pipetwin compare` compares with the median one and prints their spread beside the error.
+// `pipetwin compare` compares with the median one and prints their spread beside the error;
+// given predictions from profiles measured before and after the runs too, their range beside it.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -41,7 +42,11 @@ struct RunSpread {
 RunSpread run_spread(const std::vector<double>& iteration_times_s, size_t* median_run);
 
 struct Comparison {
-  RunSpread spread;                    // set by the caller when several runs were measured
+  RunSpread spread;  // set by the caller when several runs were measured
+  // Set by the caller when the plan was predicted more than once, from profiles measured at
+  // different times (before and after the runs): how far the machine drifted. The error is then
+  // noise where the predictions' range and the runs' range overlap.
+  RunSpread predictions;
   std::vector<CompareRow> iterations;  // one per step
   std::vector<CompareRow> summary;     // iteration time, throughput, bubble, devices
   std::vector<CompareRow> actions;     // median duration per (stage, action kind); timelines only

@@ -54,6 +54,30 @@ expect_error "bad_format.json: format: expected \"pipetwin.plan\"" "$bin" simula
 expect_error "truncated.json:1:" "$bin" simulate --plan "$tmp/truncated.json"
 expect_error "missing.json: cannot open" "$bin" simulate --plan "$tmp/missing.json"
 
+# A plan priced by a profile of the same model measured again (twice as slow): simulate takes it
+# and predicts a longer iteration; compare shows both predictions' range beside the runs'. A
+# profile of another model is refused.
+python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+prof = json.load(open(f"{d}/plan.json"))["profile"]
+for layer in prof["layers"]:
+    for t in layer["timings"]:
+        for k in ("forward_s", "backward_s"):
+            t[k] *= 2
+json.dump(prof, open(f"{d}/slow.profile.json", "w"))
+prof["model"] = "uniform:layers=4"
+json.dump(prof, open(f"{d}/other.profile.json", "w"))
+PY
+"$bin" simulate --plan "$tmp/plan.json" --profile "$tmp/slow.profile.json" -q --metrics "$tmp/m2.json" --timeline "$tmp/t2.json" || { echo "FAIL: simulate --profile"; fail=1; }
+python3 -c "
+import json, sys
+a, b = (json.load(open(f))['iteration_time_s'] for f in sys.argv[1:])
+sys.exit(0 if 1.5 * a < b < 2.5 * a else 1)" "$tmp/m.json" "$tmp/m2.json" || { echo "FAIL: a twice-as-slow profile did not slow the prediction"; fail=1; }
+"$bin" compare "$tmp/t.json" "$tmp/t2.json" "$tmp/t.json" --also-predicted "$tmp/t2.json" >"$tmp/cmp.txt" || { echo "FAIL: compare --also-predicted"; fail=1; }
+grep -qF "2 predictions from profiles measured at different times" "$tmp/cmp.txt" && grep -qF "within the noise: the two ranges overlap" "$tmp/cmp.txt" || { echo "FAIL: compare --also-predicted output:"; cat "$tmp/cmp.txt"; fail=1; }
+expect_error "other.profile.json: model: a profile of uniform:layers=4 (4 layers), but the plan's profile is of" "$bin" simulate --plan "$tmp/plan.json" --profile "$tmp/other.profile.json"
+
 # Bad flags and names.
 expect_error "--chunks: expected a positive integer or auto" "$bin" plan --model "$model" -K 2 -B 8 -M x -o "$tmp/x.json"
 # plan and sweep read -M with one parser, so with one message.

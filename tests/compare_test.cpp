@@ -150,6 +150,26 @@ TEST(Compare, RenderedSpreadSaysWhetherTheErrorIsNoise) {
   EXPECT_NE(render_comparison(c).find("one measured run"), std::string::npos);
 }
 
+TEST(Compare, ADriftBetweenProfileAndRunsIsNoiseWhereThePredictionsReachTheRuns) {
+  // Runs 25% slower than the profile measured before them predicted: outside their own spread,
+  // but a profile measured after them predicts 20% more, so the predictions' range (1.0 .. 1.2)
+  // meets the runs' (1.2 .. 1.3): the machine drifted.
+  const Timeline p = predicted_timeline();
+  Comparison c = compare(p, scaled(p, 1.25));
+  c.spread = run_spread({1.2, 1.25, 1.3}, nullptr);
+  c.predictions = run_spread({1.0, 1.2}, nullptr);
+  const std::string drifted = render_comparison(c);
+  EXPECT_NE(drifted.find("2 predictions from profiles measured at different times"),
+            std::string::npos)
+      << drifted;
+  EXPECT_NE(drifted.find("is within the noise: the two ranges overlap"), std::string::npos)
+      << drifted;
+  // The second profile agrees with the first: the ranges stay apart, a model error.
+  c.predictions = run_spread({1.0, 1.02}, nullptr);
+  EXPECT_NE(render_comparison(c).find("is outside the noise: the two ranges do not overlap"),
+            std::string::npos);
+}
+
 TEST(Compare, OneStalledStepMovesTheMeanNotTheSpreadsStatistic) {
   // A run as predicted but for one step that stalled (the VM's host took the core away for a
   // while): everything after the middle of the run starts 40% of a run's length later.

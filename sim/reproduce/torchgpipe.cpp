@@ -22,9 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "core/memory.hpp"
 #include "core/model_source.hpp"
-#include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"
 #include "sim/reproduce/entries.hpp"
