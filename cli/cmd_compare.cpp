@@ -31,12 +31,14 @@ double median_step_s(const Metrics& m) {
   return m.iteration_time_median_s > 0 ? m.iteration_time_median_s : m.iteration_time_s;
 }
 
-// The range of the plan's predictions: the positional one and --also-predicted's.
-RunSpread prediction_spread(const CompareArgs& a, bool timelines, const Json& first, int stages,
+// The range of the plan's predictions: `first_s` (the positional one's median step) and
+// --also-predicted's.
+RunSpread prediction_spread(const CompareArgs& a, bool timelines, double first_s, int stages,
                             bool async, double samples) {
   if (a.also_predicted.empty()) return {};
-  std::vector<double> times;
-  auto add = [&](const Json& doc, const std::string& path) {
+  std::vector<double> times{first_s};
+  for (const auto& path : a.also_predicted) {
+    const Json doc = load_json_file(path);
     if (is_timeline(doc) != timelines) {
       throw InputError("compare: give timelines only or metrics files only, not one of each (" +
                        path + ")");
@@ -45,9 +47,7 @@ RunSpread prediction_spread(const CompareArgs& a, bool timelines, const Json& fi
         median_step_s(timelines ? compute_metrics(timeline_from_chrome_trace(JsonView(doc, path)),
                                                   stages, async, samples)
                                 : metrics_from_json(JsonView(doc, path))));
-  };
-  add(first, a.predicted);
-  for (const auto& path : a.also_predicted) add(load_json_file(path), path);
+  }
   return run_spread(times, nullptr);
 }
 
@@ -85,10 +85,12 @@ void run_compare(const CompareArgs& a) {
   for (const auto& m : metrics) times.push_back(median_step_s(m));
   size_t mid = 0;
   const RunSpread spread = run_spread(times, &mid);
-  const RunSpread predictions = prediction_spread(a, timelines, p, stages, async, samples);
+  const Metrics predicted = timelines ? compute_metrics(tp, stages, async, samples)
+                                      : metrics_from_json(JsonView(p, a.predicted));
+  const RunSpread predictions =
+      prediction_spread(a, timelines, median_step_s(predicted), stages, async, samples);
   Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)
-                           : compare_metrics(metrics_from_json(JsonView(p, a.predicted)),
-                                             metrics[mid], a.skip);
+                           : compare_metrics(predicted, metrics[mid], a.skip);
   if (spread.runs > 1) c.spread = spread;
   if (predictions.runs > 1) c.predictions = predictions;
   std::fputs(render_comparison(c).c_str(), stdout);

@@ -146,25 +146,23 @@ std::string render_comparison(const Comparison& c) {
   out += fmt::format("\niteration-time error: median {:.1f}%, worst {:.1f}% (iteration {})\n",
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
-  if (c.predictions.runs > 1 && c.spread.runs > 1 && !c.summary.empty()) {
-    const RunSpread &p = c.predictions, &r = c.spread;
-    const bool overlap = p.low_s <= r.high_s && r.low_s <= p.high_s;
-    out += fmt::format(
-        "run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}); {} "
-        "predictions from profiles measured at different times: {} .. {}; the error {:+.1f}% is "
-        "{}\n",
-        r.runs, value(r.low_s, "s"), value(r.high_s, "s"), value(r.median_s, "s"), p.runs,
-        value(p.low_s, "s"), value(p.high_s, "s"), spread_row(c).error() * 100,
-        overlap ? "within the noise: the two ranges overlap (the machine drifted)"
-                : "outside the noise: the two ranges do not overlap");
-  } else if (c.spread.runs > 1 && !c.summary.empty()) {
-    const double e = spread_row(c).error(), w = c.spread.half_width();
-    out += fmt::format(
-        "run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}, +-{:.1f}%); "
-        "the error {:+.1f}% is {}\n",
-        c.spread.runs, value(c.spread.low_s, "s"), value(c.spread.high_s, "s"),
-        value(c.spread.median_s, "s"), w * 100, e * 100,
-        std::fabs(e) <= w ? "within it: not told from noise" : "outside it");
+  if (c.spread.runs > 1 && !c.summary.empty()) {
+    const RunSpread &r = c.spread, &p = c.predictions;
+    const double e = spread_row(c).error(), w = r.half_width();
+    out += fmt::format("run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}",
+                       r.runs, value(r.low_s, "s"), value(r.high_s, "s"), value(r.median_s, "s"));
+    if (p.runs > 1) {
+      const bool overlap = p.low_s <= r.high_s && r.low_s <= p.high_s;
+      out += fmt::format(
+          "); {} predictions from profiles measured at different times: {} .. {}; the error "
+          "{:+.1f}% is {}\n",
+          p.runs, value(p.low_s, "s"), value(p.high_s, "s"), e * 100,
+          overlap ? "within the noise: the two ranges overlap (the machine drifted)"
+                  : "outside the noise: the two ranges do not overlap");
+    } else {
+      out += fmt::format(", +-{:.1f}%); the error {:+.1f}% is {}\n", w * 100, e * 100,
+                         std::fabs(e) <= w ? "within it: not told from noise" : "outside it");
+    }
   } else {
     out +=
         "run-to-run spread: one measured run (give several to see how far runs of the plan "

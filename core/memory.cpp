@@ -143,10 +143,6 @@ class DeviceWalk {
   double received_ = 0;  // tensors received ahead of their consumer
 };
 
-}  // namespace
-
-namespace {
-
 MemoryWalk walk(const Liveness& lv, const std::vector<StageCost>& stages) {
   const CompiledSchedule& cs = lv.schedule();
   MemoryWalk out;
