@@ -157,7 +157,7 @@ std::string render_comparison(const Comparison& c) {
           "); {} predictions from profiles measured at different times: {} .. {}; the error "
           "{:+.1f}% is {}\n",
           p.runs, value(p.low_s, "s"), value(p.high_s, "s"), e * 100,
-          overlap ? "within the noise: the two ranges overlap (the machine drifted)"
+          overlap ? "within the noise: the two ranges overlap"
                   : "outside the noise: the two ranges do not overlap");
     } else {
       out += fmt::format(", +-{:.1f}%); the error {:+.1f}% is {}\n", w * 100, e * 100,
