@@ -109,8 +109,8 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--plan", args->plan, "the plan (for throughput in samples/s)");
   cmd->add_option("--also-predicted", args->also_predicted,
                   "other predictions of the same plan, from profiles measured at other times "
-                  "(e.g. after the runs): the error is noise where their range and the runs' "
-                  "overlap");
+                  "(e.g. in turns with the runs): the error is noise where their range and the "
+                  "runs' overlap");
   cmd->add_option("--skip", args->skip, "leading iterations left out of the headline (warm-up)")
       ->capture_default_str();
   cmd->callback([args] { run_compare(*args); });

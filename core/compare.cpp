@@ -53,6 +53,13 @@ RunSpread run_spread(const std::vector<double>& t, size_t* median_run) {
   return s;
 }
 
+double ranges_apart_probability(int m, int n) {
+  if (m < 1 || n < 1) return 1;
+  double choose = 1;  // C(m + n, m), built up as C(n + i, i) for i = 1..m
+  for (int i = 1; i <= m; ++i) choose = choose * (n + i) / i;
+  return std::min(1.0, 2 / choose);
+}
+
 Comparison compare_metrics(const Metrics& p, const Metrics& m, int skip_first) {
   Comparison c;
   const auto dp = step_durations(p), dm = step_durations(m);
@@ -154,11 +161,14 @@ std::string render_comparison(const Comparison& c) {
     if (p.runs > 1) {
       const bool overlap = p.low_s <= r.high_s && r.low_s <= p.high_s;
       out += fmt::format(
-          "); {} predictions from profiles measured at different times: {} .. {}; the error "
-          "{:+.1f}% is {}\n",
-          p.runs, value(p.low_s, "s"), value(p.high_s, "s"), e * 100,
+          "); {} predictions from profiles measured at different times: {} .. {} (median {}); the "
+          "error {:+.1f}% ({:+.1f}% for the predictions' median) is {}; ranges of {} and {} draws "
+          "of one noise are apart {:.1f}% of the time\n",
+          p.runs, value(p.low_s, "s"), value(p.high_s, "s"), value(p.median_s, "s"), e * 100,
+          (p.median_s - r.median_s) / r.median_s * 100,
           overlap ? "within the noise: the two ranges overlap"
-                  : "outside the noise: the two ranges do not overlap");
+                  : "outside the noise: the two ranges do not overlap",
+          p.runs, r.runs, ranges_apart_probability(p.runs, r.runs) * 100);
     } else {
       out += fmt::format(", +-{:.1f}%); the error {:+.1f}% is {}\n", w * 100, e * 100,
                          std::fabs(e) <= w ? "within it: not told from noise" : "outside it");

@@ -2,6 +2,7 @@
 #include "core/compare.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -164,10 +165,51 @@ TEST(Compare, ADriftBetweenProfileAndRunsIsNoiseWhereThePredictionsReachTheRuns)
       << drifted;
   EXPECT_NE(drifted.find("is within the noise: the two ranges overlap"), std::string::npos)
       << drifted;
+  // The predictions' median (the lower middle one of two: 1.0) against the median run's 1.25.
+  EXPECT_NE(
+      drifted.find("(median 1000.000 ms); the error -20.0% (-20.0% for the predictions' median)"),
+      std::string::npos)
+      << drifted;
+  EXPECT_NE(drifted.find("ranges of 2 and 3 draws of one noise are apart 20.0% of the time"),
+            std::string::npos)
+      << drifted;
   // The second profile agrees with the first: the ranges stay apart, a model error.
   c.predictions = run_spread({1.0, 1.02}, nullptr);
   EXPECT_NE(render_comparison(c).find("is outside the noise: the two ranges do not overlap"),
             std::string::npos);
+}
+
+// Every order of m + n draws of one noise is equally likely: counted over all orders, the share
+// where the m draws' range and the n draws' range do not meet.
+double apart_share_by_enumeration(int m, int n) {
+  std::vector<int> order(static_cast<size_t>(m + n));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  int apart = 0, all = 0;
+  do {
+    const auto mine = [&](size_t i) { return order[i] < m; };  // draw i is a prediction
+    bool predictions_first = true, runs_first = true;
+    for (size_t i = 0; i < order.size(); ++i) {
+      for (size_t j = i + 1; j < order.size(); ++j) {
+        if (!mine(i) && mine(j)) predictions_first = false;
+        if (mine(i) && !mine(j)) runs_first = false;
+      }
+    }
+    apart += predictions_first || runs_first;
+    ++all;
+  } while (std::next_permutation(order.begin(), order.end()));
+  return static_cast<double>(apart) / all;
+}
+
+TEST(Compare, RangesOfDrawsOfOneNoiseAreApartTwoInChooseMPlusNM) {
+  EXPECT_DOUBLE_EQ(ranges_apart_probability(2, 3), 0.2);  // the main job's old protocol
+  EXPECT_NEAR(ranges_apart_probability(5, 4), 2.0 / 126, 1e-15);
+  EXPECT_DOUBLE_EQ(ranges_apart_probability(1, 1), 1.0);  // two single draws never overlap
+  for (int m = 1; m <= 4; ++m) {
+    for (int n = 1; n <= 4; ++n) {
+      EXPECT_NEAR(ranges_apart_probability(m, n), apart_share_by_enumeration(m, n), 1e-12)
+          << m << " and " << n;
+    }
+  }
 }
 
 TEST(Compare, OneStalledStepMovesTheMeanNotTheSpreadsStatistic) {
