@@ -29,12 +29,14 @@ if ! "$bin" --help 2>&1 | grep -q "needs a build with LibTorch"; then
   # A profile is of the machine it was measured on, that day: the shipped one (measured on
   # another VM) put this comparison 19-44% off on a fresh VM of the same class, so the main job
   # measures its own first (about 40 s).
+  batch=8 chunks=4
   "$bin" profile --model vit:tiny -o "$out/vit.profile.json" -q
   "$bin" plan --model vit:tiny --profile "$out/vit.profile.json" --cluster local-cpu-2 -K 2 \
-    --schedule 1f1b -B 8 -M 4 --partitioner balance-time --iterations 6 -o "$out/vit.plan.json" -q
+    --schedule 1f1b -B $batch -M $chunks --partitioner balance-time --iterations 6 \
+    -o "$out/vit.plan.json" -q
   "$bin" simulate --plan "$out/vit.plan.json" --timeline "$out/vit.sim.trace.json" -q
-  # Runs, each followed by a short profile at the plan's micro-batch size (B 8 over M 4 is 2,
-  # about 9 s here) that prices the plan again. Compare puts the predictions' range next to the
+  # Runs, each followed by a short profile at the plan's micro-batch size (B over M, 2: about
+  # 9 s here) that prices the plan again. Compare puts the predictions' range next to the
   # runs' range (each run's median step) and calls the error noise where they overlap. This class
   # of VM changes speed by 10-20% from minute to minute, so a profile taken once, minutes from
   # the runs, sampled another machine: measured in turns, the predictions and the runs sample
@@ -42,7 +44,8 @@ if ! "$bin" --help 2>&1 | grep -q "needs a build with LibTorch"; then
   # (2 and 3: 20%).
   for i in 1 2 3 4; do
     "$bin" run --plan "$out/vit.plan.json" --timeline "$out/vit.run$i.trace.json" -q
-    "$bin" profile --model vit:tiny --micro-batch 2 -o "$out/vit.profile-$i.json" -q
+    "$bin" profile --model vit:tiny --micro-batch $((batch / chunks)) \
+      -o "$out/vit.profile-$i.json" -q
     "$bin" simulate --plan "$out/vit.plan.json" --profile "$out/vit.profile-$i.json" \
       --timeline "$out/vit.sim-$i.trace.json" -q
   done
