@@ -113,8 +113,8 @@ void add_elastic_options(CLI::App* cmd, ElasticArgs& a) {
   opt(cmd->add_option("--model", a.model, "elastic: model name (zoo name or uniform:...)"));
   cmd->add_option("--profile", a.profile,
                   "elastic: profile JSON (instead of a shipped one); with --plan: price the plan's "
-                  "layers with this profile of the same model instead (measured again, e.g. after "
-                  "the runs, to see how far the machine drifted)");
+                  "layers with this profile of the same model instead (measured again, e.g. between "
+                  "the runs, to see how far the machine's speed moved)");
   opt(cmd->add_option("--cluster", a.cluster, "elastic: cluster file or name")
           ->capture_default_str());
   opt(cmd->add_option("--catalog", a.catalog, "elastic: hardware catalog folder"));
