@@ -2,10 +2,10 @@
 # Does `pipetwin import-trace` give the times `pipetwin profile` measures? Debian's python3-torch
 # records the MLP and the skip model of python/pipetwin_trace.py (width 256, micro-batches 128 and
 # 512), `import-trace` imports them, and `pipetwin profile` measures the same architectures built
-# in models/ (the zoo's mlp and mlp:skip=1), three to six rounds interleaved, each side's least
+# in models/ (the zoo's mlp and mlp:skip=1), three to twelve rounds interleaved, each side's least
 # per layer (tests/trace_import_agreement_test.cpp; it asserts each layer within 20% and the sum
-# over the layers within 10%). A timing comparison on a noisy 2-vCPU VM, so an experiment rather
-# than a ctest suite. It runs twice: as the CPU dispatches, and with LibTorch's, oneDNN's and
+# over the layers within 10%). The same ctest suite scripts/test.sh runs; this keeps the logs of
+# both passes. It runs twice: as the CPU dispatches, and with LibTorch's, oneDNN's and
 # OpenBLAS's dispatch capped at AVX2 (what an AVX2-only machine runs; OpenBLAS's Haswell kernels
 # are twice as fast here, so what is not a matmul weighs more).
 #
