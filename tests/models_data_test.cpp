@@ -45,6 +45,24 @@ TEST(ModelsData, ClassificationLossIsCrossEntropyPerSample) {
   EXPECT_NEAR(loss[1].item<double>(), std::log(3.0), 1e-12);
 }
 
+// The gradient of a sample's cross entropy by its logits: softmax(logits) - onehot(target).
+TEST(ModelsData, ClassificationLossGradientIsSoftmaxMinusOneHot) {
+  const auto m = build_model("mlp:layers=0,input=2,classes=3", torch::kFloat64);
+  const auto logits = torch::tensor({1.0, 2.0, 3.0, 0.5, -1.0, 0.0}, torch::kFloat64)
+                          .view({2, 3})
+                          .requires_grad_(true);
+  const auto target = torch::tensor({int64_t{0}, int64_t{2}});
+  m.per_sample_loss(logits, target).sum().backward();
+  const double z0 = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  const double z1 = std::exp(0.5) + std::exp(-1.0) + 1.0;
+  const double want[2][3] = {{std::exp(1.0) / z0 - 1, std::exp(2.0) / z0, std::exp(3.0) / z0},
+                             {std::exp(0.5) / z1, std::exp(-1.0) / z1, 1.0 / z1 - 1}};
+  for (int i = 0; i < 2; ++i) {
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(logits.grad()[i][c].item<double>(), want[i][c], 1e-12) << i << "," << c;
+  }
+}
+
 TEST(ModelsData, LanguageModelLossIsTheTokenMeanPerSample) {
   const auto m = build_model("gpt2:tiny", torch::kFloat64);
   // One sample, two tokens, vocabulary of two.
