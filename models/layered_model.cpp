@@ -186,11 +186,14 @@ torch::Tensor LayeredModel::per_sample_loss(const torch::Tensor& output,
   // Cross entropy: -log softmax(output)[target], over the last dimension. One nll_loss operator
   // picks the targets' entries, as torch.nn.CrossEntropyLoss does: the same values and gradients
   // bit for bit as -gather(...).squeeze(), in two autograd nodes fewer (gather's backward also
-  // fills a zero tensor of the logits' size first).
+  // fills a zero tensor of the logits' size first). Logits [b, classes] go in as they are (a
+  // reshape to the same shape would still add a view node to the backward); a language model's
+  // [b, s, vocabulary] go in as [b * s, vocabulary], its losses back as [b, s].
   const auto logp = at::log_softmax(output, -1);
-  const auto nll = at::nll_loss(logp.reshape({-1, logp.size(-1)}), target.reshape({-1}), {},
-                                at::Reduction::None)
-                       .view(target.sizes());  // [b] / [b, s]
+  if (output.dim() == 2) return at::nll_loss(logp, target, {}, at::Reduction::None);  // [b]
+  const auto nll =
+      at::nll_loss(logp.reshape({-1, logp.size(-1)}), target.reshape({-1}), {}, at::Reduction::None)
+          .view(target.sizes());
   return task == Task::kLanguageModel ? nll.mean(1) : nll;
 }
 
