@@ -16,13 +16,13 @@
 //   - the zoo's cross entropy is one nll_loss operator, as torch.nn.CrossEntropyLoss runs it
 //     (models/layered_model.cpp; it was -gather(): two autograd nodes more; the last layer's
 //     backward at micro-batch 128 read -3..-26% imported, median -18%, in six runs).
-// What stays apart is the last layer's backward at micro-batch 128, read 5-20% lower imported
-// (median -11% over six runs under the AVX2 cap, -18% in two as dispatched; the other layers'
-// about -3%), so it is held to 30%, not 20%. Part of it is systematic, about 5% in quiet phases:
-// a trace times a backward as its autograd nodes' ranges, not the engine's ~5 us between them,
-// and the last layer runs the loss's nodes besides its own (pipetwin's per-sample loss also its
-// sum). The rest is `pipetwin profile`'s own spread on that figure: its ratio to the backward of
-// the layer before ranged 1.15-1.30 (median 1.20) over 36 suites of this test, the recording's
+// What stays apart is the last layer's backward at micro-batch 128, read 3-19% lower imported
+// (median -10% over 60 figures of this test, as dispatched and under the AVX2 cap; the other
+// layers' about -3%), so it is held to 30%, not 20%. Part of it is systematic, about 5% in quiet
+// phases: a trace times a backward as its autograd nodes' ranges, not the engine's ~5 us between
+// them, and the last layer runs the loss's nodes besides its own (pipetwin's per-sample loss also
+// its sum). The rest is `pipetwin profile`'s own spread on that figure: its ratio to the backward
+// of the layer before ranged 1.15-1.30 (median 1.20) over 36 suites of this test, the recording's
 // 1.11-1.15 (median 1.12). Not the profile's order of passes (the backward after the recompute
 // pass): profiled right after the forward, the ratio was the same (1.15-1.25 over five profiles
 // each way).
