@@ -11,9 +11,9 @@
 #include <random>
 
 #include "core/cost_model.hpp"
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/partition/partitioner.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 
 namespace pipetwin {
 namespace {

@@ -11,9 +11,9 @@
 // items_per_second = actions simulated per second.
 #include <benchmark/benchmark.h>
 
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/schedule/generators.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin {

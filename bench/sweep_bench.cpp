@@ -22,7 +22,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "sim/sweep/runner.hpp"
+#include "studies/sweep/runner.hpp"
 
 namespace pipetwin::sim {
 namespace {

@@ -1,5 +1,5 @@
 // `pipetwin calibrate`: fits the analytic roofline's per-op-kind efficiencies and per-(kind,
-// pass) overheads to measured profiles (core/zoo/calibration.hpp), prints the fit and its error
+// pass) overheads to measured profiles (profiles/zoo/calibration.hpp), prints the fit and its error
 // on the held-aside layers, and writes them as a "pipetwin.efficiency" file.
 //
 //   pipetwin calibrate [--profiles A.json,B.json]
@@ -21,8 +21,8 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "core/model_source.hpp"
-#include "core/zoo/calibration.hpp"
+#include "profiles/model_source.hpp"
+#include "profiles/zoo/calibration.hpp"
 
 namespace pipetwin::cli {
 

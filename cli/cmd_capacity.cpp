@@ -1,5 +1,5 @@
 // `pipetwin capacity`: rank the clusters of a priced catalog by the time and the cost to train a
-// model (sim/capacity.hpp).
+// model (studies/capacity.hpp).
 //
 //   pipetwin capacity --model M -B 64 --samples 1281167 [--epochs 90] [--clusters a,b]
 //                     [--prices FILE] [--budget 500] [-o DIR]
@@ -16,8 +16,8 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "sim/capacity.hpp"
-#include "sim/sweep/csv.hpp"
+#include "studies/capacity.hpp"
+#include "studies/sweep/csv.hpp"
 
 namespace pipetwin::cli {
 

@@ -1,5 +1,5 @@
 // `pipetwin import-trace`: PyTorch profiler traces become a pipetwin profile
-// (core/trace_import/import.hpp; docs/import-trace.md).
+// (profiles/trace_import/import.hpp; docs/import-trace.md).
 //
 //   pipetwin import-trace TRACE.json [TRACE2.json ...] [--layers children|depth=N|a,b,c]
 //                         [--micro-batch 1,2,4] [--device NAME] [--model NAME]
@@ -16,7 +16,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "core/trace_import/import.hpp"
+#include "profiles/trace_import/import.hpp"
 
 namespace pipetwin::cli {
 

@@ -6,7 +6,7 @@
 // -K is the pipeline length in devices; with --virtual-stages v (default: the schedule's, 2 for
 // zbv and dualpipev) the model is cut into v x K stages placed as the schedule's layout needs
 // (sim/planner.hpp). --schedule auto plans and simulates every candidate schedule
-// (sim/sweep/evaluate.hpp search_schedules), prints one line per schedule — its iteration time and
+// (studies/sweep/evaluate.hpp search_schedules), prints one line per schedule — its iteration time and
 // peak memory, or why it lost — and writes the fastest that fits.
 #include <algorithm>
 #include <cstdio>
@@ -17,11 +17,11 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
-#include "sim/sweep/evaluate.hpp"
+#include "studies/sweep/evaluate.hpp"
 
 namespace pipetwin::cli {
 

@@ -1,9 +1,9 @@
 // `pipetwin report DIR -o report.html`: one self-contained HTML page over a results folder
-// (core/report/html.hpp): Gantt charts of simulated and measured timelines side by side, metrics
+// (report/html.hpp): Gantt charts of simulated and measured timelines side by side, metrics
 // and their comparison, sweep charts, reproduction tables. Files it cannot use are skipped with
 // a warning line each on stderr; a folder with nothing usable is a one-line error (exit 2).
 // `pipetwin report --schedule-choice sweep.csv` prints the page's "Schedule choice by
-// micro-batch count" tables as text instead (core/report/schedule_choice.hpp), for a terminal.
+// micro-batch count" tables as text instead (report/schedule_choice.hpp), for a terminal.
 #include <algorithm>
 #include <cstdio>
 
@@ -12,9 +12,9 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "core/report/html.hpp"
-#include "core/report/html_tables.hpp"
-#include "core/report/schedule_choice.hpp"
+#include "report/html.hpp"
+#include "report/html_tables.hpp"
+#include "report/schedule_choice.hpp"
 
 namespace pipetwin::cli {
 

@@ -1,5 +1,5 @@
 // `pipetwin reproduce ID|all|list [-o DIR]`: the papers' figures, side by side with ours
-// (sim/reproduce/). Prints each entry's tables and writes DIR/ID/*.csv, DIR/ID/README.md and
+// (studies/reproduce/). Prints each entry's tables and writes DIR/ID/*.csv, DIR/ID/README.md and
 // DIR/summary.csv.
 #include <chrono>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "sim/reproduce/reproduce.hpp"
+#include "studies/reproduce/reproduce.hpp"
 
 namespace pipetwin::cli {
 

@@ -7,7 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/limits.hpp"
 #include "core/schedule/schedule.hpp"

@@ -1,4 +1,4 @@
-// `pipetwin sweep`: what-if sweeps over a grid of plans (sim/sweep/), and `pipetwin sweep merge`
+// `pipetwin sweep`: what-if sweeps over a grid of plans (studies/sweep/), and `pipetwin sweep merge`
 // to put the shards of a sharded sweep back together.
 //
 //   pipetwin sweep --grid 'stages=1,2,4;chunks=auto,4:32:4;schedule=gpipe,1f1b' --model M
@@ -22,8 +22,8 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "sim/sweep/results.hpp"
-#include "sim/sweep/runner.hpp"
+#include "studies/sweep/results.hpp"
+#include "studies/sweep/runner.hpp"
 
 namespace pipetwin::cli {
 
@@ -136,7 +136,7 @@ void print_best(const sim::SweepTable& all, const sim::SweepTable& best, const s
   }
   std::printf("%zu points: %zu feasible, %zu fit in memory; best by throughput (%s):\n",
               all.rows.size(), feasible, fit, path.c_str());
-  // Elastic sweeps rank by the throughput of the whole run (sim/sweep/results.hpp).
+  // Elastic sweeps rank by the throughput of the whole run (studies/sweep/results.hpp).
   std::vector<std::string> head = {"rank"};
   const std::vector<size_t> vary = sim::varying_inputs(all);
   for (size_t c : vary) head.push_back(all.header[c]);

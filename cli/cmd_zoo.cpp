@@ -1,4 +1,4 @@
-// `pipetwin zoo [NAME]`: the analytic model zoo (core/zoo/zoo.hpp). Without a name it lists the
+// `pipetwin zoo [NAME]`: the analytic model zoo (profiles/zoo/zoo.hpp). Without a name it lists the
 // zoo's preset names with their parameter counts; with one it prints the model's layers (name,
 // kind, parameters, forward GFLOPs per sample, output and saved activation MiB per sample in the
 // chosen dtype), the edges that skip layers, and the totals.
@@ -8,7 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 
 namespace pipetwin::cli {
 
@@ -40,7 +40,7 @@ void list_zoo() {
 
 void show_model(const ZooArgs& a) {
   const zoo::ZooModel m = zoo::describe_model(a.name, "zoo");
-  const double elem = zoo::dtype_bytes(a.dtype, "--dtype");
+  const double elem = dtype_bytes(a.dtype, "--dtype");
   const double mib = 1024.0 * 1024.0;
   std::printf("%s: %s\n", m.name.c_str(), m.description.c_str());
   Table t(

@@ -10,7 +10,7 @@
 
 #include "core/cluster.hpp"
 #include "core/metrics.hpp"
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/plan.hpp"
 #include "sim/pipeline_sim.hpp"
 
@@ -45,7 +45,7 @@ LocalJobResult relaunch_local_job(int nproc, int master_port,
                                   const std::vector<std::string>& extra);
 
 // --dtype and --optimizer of the analytic verbs (plan, sweep, capacity): the precision and the
-// optimizer a profile is resolved for (core/model_source.hpp). check_precision_options() turns a
+// optimizer a profile is resolved for (profiles/model_source.hpp). check_precision_options() turns a
 // bad value into an InputError naming the flag before anything runs.
 void add_precision_options(CLI::App* cmd, ResolveOptions* options);
 void check_precision_options(const ResolveOptions& options);

@@ -9,7 +9,7 @@
 #include "core/memory_pools.hpp"
 #include "core/precision.hpp"
 #include "core/schedule/generators.hpp"
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 
 namespace pipetwin::cli {
 
@@ -24,7 +24,7 @@ void add_precision_options(CLI::App* cmd, ResolveOptions* options) {
 }
 
 void check_precision_options(const ResolveOptions& options) {
-  if (!options.dtype.empty()) zoo::dtype_bytes(options.dtype, "--dtype");
+  if (!options.dtype.empty()) dtype_bytes(options.dtype, "--dtype");
   if (!options.optimizer.empty()) parse_optimizer(options.optimizer, "--optimizer");
 }
 

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "core/cluster.hpp"
-#include "core/topology.hpp"
+#include "core/routes.hpp"
 
 namespace pipetwin {
 

@@ -9,7 +9,7 @@
 
 #include "core/collective.hpp"
 #include "core/error.hpp"
-#include "core/topology.hpp"
+#include "core/routes.hpp"
 
 namespace pipetwin {
 

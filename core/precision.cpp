@@ -1,9 +1,9 @@
 #include "core/precision.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
-#include "core/zoo/zoo.hpp"
 
 namespace pipetwin {
 
@@ -17,22 +17,70 @@ double traffic_per_weight_byte(int moments) {
   return 3.0 + 2.0 * moments;
 }
 
+const std::vector<OptimizerKind>& optimizer_table() {
+  static const std::vector<OptimizerKind> table = {{"sgd", 0}, {"momentum", 1}, {"adam", 2}};
+  return table;
+}
+
 }  // namespace
 
+const std::vector<DtypeInfo>& dtype_table() {
+  // tfloat32 stores float32 and multiplies on the tensor cores' 19-bit path (NVIDIA A100 white
+  // paper): float32's bytes, its own peak, no master copy.
+  static const std::vector<DtypeInfo> table = {
+      {"float32", 4, false, "float32", true},   {"tfloat32", 4, false, "tfloat32", false},
+      {"float16", 2, true, "float16", true},    {"bfloat16", 2, true, "bfloat16", true},
+      {"float64", 8, false, "float64", true},
+  };
+  return table;
+}
+
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> out;
+  for (const auto& d : dtype_table()) out.push_back(d.name);
+  return out;
+}
+
+const DtypeInfo& dtype_info(const std::string& name, const std::string& origin) {
+  for (const auto& d : dtype_table()) {
+    if (d.name == name) return d;
+  }
+  throw InputError(fmt::format("{}: unknown dtype \"{}\" (known: {})", origin, name,
+                               fmt::join(dtype_names(), ", ")));
+}
+
+std::vector<std::string> executable_dtype_names() {
+  std::vector<std::string> out;
+  for (const auto& d : dtype_table()) {
+    if (d.executable) out.push_back(d.name);
+  }
+  return out;
+}
+
+double dtype_bytes(const std::string& name, const std::string& origin) {
+  return dtype_info(name, origin).bytes;
+}
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> out;
+  for (const auto& o : optimizer_table()) out.push_back(o.name);
+  return out;
+}
+
 OptimizerKind parse_optimizer(const std::string& name, const std::string& origin) {
-  if (name == "sgd") return {name, 0};
-  if (name == "momentum") return {name, 1};
-  if (name == "adam") return {name, 2};
-  throw InputError(
-      fmt::format("{}: unknown optimizer \"{}\" (known: sgd, momentum, adam)", origin, name));
+  for (const auto& o : optimizer_table()) {
+    if (o.name == name) return o;
+  }
+  throw InputError(fmt::format("{}: unknown optimizer \"{}\" (known: {})", origin, name,
+                               fmt::join(optimizer_names(), ", ")));
 }
 
 bool is_mixed_precision(const std::string& dtype) {
-  return dtype == "float16" || dtype == "bfloat16";
+  return dtype_info(dtype).mixed;
 }
 
 ParamBytes param_bytes(const std::string& dtype, const OptimizerKind& optimizer) {
-  const double e = zoo::dtype_bytes(dtype, "dtype");
+  const double e = dtype_bytes(dtype, "dtype");
   ParamBytes b;
   b.weight = e;
   b.gradient = e;

@@ -28,10 +28,32 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/profile.hpp"
 
 namespace pipetwin {
+
+// One training dtype, the one table every layer reads (the executor maps `name` to its
+// at::ScalarType in exec/runtime/autocast.hpp; the roofline reads the device's peak under
+// `peak_key`).
+struct DtypeInfo {
+  std::string name;
+  double bytes = 4;       // bytes per element of weights, gradients and activations
+  bool mixed = false;     // 2-byte compute with a float32 master copy (autocast in the executor)
+  std::string peak_key;   // the device catalog's peak_flops key (DeviceSpec::flops)
+  bool executable = true; // the executor can train in it (tfloat32 is a GPU math mode only)
+};
+
+// The dtypes pipetwin knows, in the order error messages list them.
+const std::vector<DtypeInfo>& dtype_table();
+std::vector<std::string> dtype_names();
+// `name`'s row; anything else is an InputError naming `origin` and the known dtypes.
+const DtypeInfo& dtype_info(const std::string& name, const std::string& origin = "dtype");
+// The dtypes the executor trains in (DtypeInfo::executable).
+std::vector<std::string> executable_dtype_names();
+// Bytes per element of `name` (dtype_info(name, origin).bytes).
+double dtype_bytes(const std::string& name, const std::string& origin = "dtype");
 
 // An optimizer rule by the state it keeps: "sgd" (none), "momentum" (one buffer), "adam" (two).
 struct OptimizerKind {
@@ -39,10 +61,14 @@ struct OptimizerKind {
   int moments = 0;  // state buffers, each the size of the master weights
 };
 
+// The optimizer rules pipetwin knows, in the order error messages list them.
+std::vector<std::string> optimizer_names();
+
 // "sgd", "momentum" or "adam"; anything else is an InputError naming `origin` and the known ones.
 OptimizerKind parse_optimizer(const std::string& name, const std::string& origin = "--optimizer");
 
-// True for the 2-byte dtypes trained with a float32 master copy (float16, bfloat16).
+// True for the 2-byte dtypes trained with a float32 master copy (float16, bfloat16); an
+// InputError for an unknown dtype.
 bool is_mixed_precision(const std::string& dtype);
 
 // Bytes per parameter for training in `dtype` with `optimizer` (the table above).

@@ -5,7 +5,7 @@
 # (1f1b, zb-h1, zb-h2, interleaved-1f1b, zbv, dualpipev) at M = K ... 8K micro-batches, simulated
 # (`pipetwin sweep`, the analytic roofline of the zoo model), then the fastest schedule that fits
 # in memory at each M and where that choice flips (`pipetwin report`'s "Schedule choice by
-# micro-batch count", core/report/schedule_choice.hpp).
+# micro-batch count", report/schedule_choice.hpp).
 #
 # Why these inputs. The model and the machine are the paper-size case people ask about: 1.5 B
 # parameters with Adam in mixed precision is ~25 GB of weights, gradients and optimizer state

@@ -17,19 +17,19 @@
 #include "core/error.hpp"
 #include "core/json_io.hpp"
 #include "core/metrics.hpp"
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/plan.hpp"
 #include "core/profile.hpp"
-#include "core/report/csv_table.hpp"
+#include "report/csv_table.hpp"
 #include "core/schedule/schedule.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "core/timeline.hpp"
-#include "core/trace_import/gzip.hpp"
-#include "core/trace_import/import.hpp"
-#include "sim/capacity.hpp"
-#include "sim/reproduce/reproduce.hpp"
-#include "sim/sweep/grid.hpp"
-#include "sim/sweep/results.hpp"
+#include "profiles/trace_import/gzip.hpp"
+#include "profiles/trace_import/import.hpp"
+#include "studies/capacity.hpp"
+#include "studies/reproduce/reproduce.hpp"
+#include "studies/sweep/grid.hpp"
+#include "studies/sweep/results.hpp"
 
 namespace pipetwin::fuzz {
 
@@ -146,12 +146,12 @@ void read_reference_table(std::string_view bytes) {
   for (size_t r = 0; r < t.rows.size(); ++r) (void)t.number(r, t.columns.front());
 }
 
-// A CSV the report page embeds (core/report/scan.cpp).
+// A CSV the report page embeds (report/scan.cpp).
 void read_report_csv(std::string_view bytes) {
   (void)report::parse_csv(bytes, "fuzz.report.csv");
 }
 
-// A PyTorch profiler trace as `pipetwin import-trace` reads it (core/trace_import/). The profile
+// A PyTorch profiler trace as `pipetwin import-trace` reads it (profiles/trace_import/). The profile
 // it makes must be one pipetwin reads back: a refusal there is the importer's bug, not the input's.
 void read_import_trace(std::string_view bytes) {
   const Json doc = parse_json_text(bytes, "fuzz.kineto.json");
@@ -165,7 +165,7 @@ void read_import_trace(std::string_view bytes) {
   }
 }
 
-// A gzipped trace (core/trace_import/gzip.hpp): inflated, then read as import_trace reads one.
+// A gzipped trace (profiles/trace_import/gzip.hpp): inflated, then read as import_trace reads one.
 void read_gzip_trace(std::string_view bytes) {
   if (!trace_import::is_gzip(bytes)) return;  // load_kineto_trace reads such bytes as plain JSON
   read_import_trace(trace_import::gunzip(bytes, "fuzz.trace.json.gz"));

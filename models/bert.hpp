@@ -6,7 +6,7 @@
 //   bert:mini    L4,  H256,  A4        bert:large   L24, H1024, A16  (335M, the "340M")
 //   bert:small   L4,  H512,  A8
 //   bert:medium  L8,  H512,  A8        (tiny..medium: Turc et al. 2019's compact BERTs)
-// The config, its parser and presets are core/zoo/configs.hpp's (shared with the analytic zoo),
+// The config, its parser and presets are profiles/zoo/configs.hpp's (shared with the analytic zoo),
 // and the layers those of zoo::describe_bert(config), in its order.
 // All: vocab 30522, 2 token types, 512 positions, FFN 4H, classes 2. tiny..medium are test
 // sizes (seq 128, dropout 0; tiny is the default preset); base and large are paper sizes (seq
@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -5,7 +5,7 @@
 //   gpt2:small   L12, d768,  h12  124M      gpt2:large  L36, d1280, h20  774M
 //   gpt2:medium  L24, d1024, h16  355M      gpt2:xl     L48, d1600, h25  1558M
 // with the aliases gpt2:124m, gpt2:355m, gpt2:774m and gpt2:1.5b. The config, its parser and
-// presets are core/zoo/configs.hpp's (shared with the analytic zoo), and the layers those of
+// presets are profiles/zoo/configs.hpp's (shared with the analytic zoo), and the layers those of
 // zoo::describe_gpt2(config), in its order.
 // Paper sizes: vocab 50257, ctx 1024 positions, seq 1024, dropout 0.1, MLP 4d. Options:
 // layers=, dim=, heads=, vocab=, ctx=, seq= (<= ctx), dropout=.
@@ -30,7 +30,7 @@
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -12,7 +12,7 @@
 #include <torch/utils.h>
 
 #include "core/error.hpp"
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/bert.hpp"
 #include "models/gpt2.hpp"
 #include "models/layers.hpp"
@@ -56,7 +56,7 @@ Build family(Config (*parse)(const ModelSpec&),
       [=](const ModelSpec& s, torch::Dtype d, uint64_t seed) { return build(parse(s), d, seed); };
 }
 
-// The builder of spec's family; its config comes from core/zoo/configs.hpp's parser.
+// The builder of spec's family; its config comes from profiles/zoo/configs.hpp's parser.
 Build find_family(const ModelSpec& spec) {
   const std::string& f = spec.family;
   if (f == "mlp") return family(&zoo::mlp_config, &build_mlp);

@@ -37,7 +37,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 
 namespace pipetwin::models {
 
@@ -121,7 +121,7 @@ struct LayeredModel {
   std::string describe() const;
 };
 
-// The layers of a model description (core/zoo/configs.hpp's describe_*): the description's
+// The layers of a model description (profiles/zoo/configs.hpp's describe_*): the description's
 // names, kinds and skip edges (an edge j -> i with j < i - 1 makes layer i's skip_from j), each
 // with the module `make(layer, index)` returns, made in order (so parameters are drawn in order).
 using MakeModule = std::function<torch::nn::AnyModule(const zoo::ZooLayer& layer, size_t index)>;

@@ -5,14 +5,14 @@
 // [b, 1, 8, 8] images work as well as [b, input] vectors) and "head" (Linear to `classes`
 // logits). Weights and biases use PyTorch's nn.Linear default, U(-1/sqrt(in), 1/sqrt(in)).
 // No dropout, no normalisation: every layer is a pure function of its input and weights. The
-// config and its parser are core/zoo/configs.hpp's, the layers those of zoo::describe_mlp.
+// config and its parser are profiles/zoo/configs.hpp's, the layers those of zoo::describe_mlp.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -18,7 +18,7 @@
 // width=64]: "stem" conv7x7/2-norm-ReLU-maxpool3x3/2, "block{i}" bottlenecks 1x1-3x3-1x1 (stride on
 // the 3x3, a 1x1 projection shortcut where the shape changes, torchvision's v1.5), "head".
 //
-// The config, its parser and the block list (zoo::resnet_blocks) are core/zoo/configs.hpp's
+// The config, its parser and the block list (zoo::resnet_blocks) are profiles/zoo/configs.hpp's
 // (shared with the analytic zoo); the layers are those of zoo::describe_resnet(config).
 //
 // norm=batch (the default, as published) is BatchNorm2d: its batch statistics are computed per
@@ -32,7 +32,7 @@
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -7,7 +7,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/cost_model.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "models/layers.hpp"
 #include "models/split_linear.hpp"
 

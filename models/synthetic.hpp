@@ -1,10 +1,10 @@
-// The synthetic model on LibTorch: the executor-side twin of core/synthetic.hpp, so executor
+// The synthetic model on LibTorch: the executor-side twin of profiles/synthetic.hpp, so executor
 // timings can be checked against the simulator's closed forms (the synthetic model
 // exists in both engines).
 //
 //   uniform:layers=L,fwd_ms=f,bwd_ms=b,recompute_ms=r,overhead_ms=o,act_kb=a,param_kb=p,...
 //
-// takes exactly core/synthetic.hpp's options (it is parsed by core's synthetic_profile(), so the
+// takes exactly profiles/synthetic.hpp's options (it is parsed by core's synthetic_profile(), so the
 // defaults and per-layer '/'-lists are the same) and builds one Layer per profile layer, with the
 // profile's names ("layer0", ...), kind "synthetic". With element size e (4 for float32, 8 for
 // float64), layer i holds floor(param_kb_i * 1024 / e) parameters and maps [b, d_{i-1}] to
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -1,6 +1,6 @@
 // U-Net: `unet[:B=5,C=64,image=192,channels=3,out=1,norm=batch]`, the model torchgpipe benchmarks
 // (Kim et al. 2020, Section 4.2.2), built from the config, parser and block list (zoo::unet_blocks)
-// of core/zoo/configs.hpp that its analytic twin core/zoo/unet.cpp describes, so the two have the
+// of profiles/zoo/configs.hpp that its analytic twin profiles/zoo/unet.cpp describes, so the two have the
 // same layers, parameters and skips (tested) and a profile of one names the layers of the other.
 // With c_i = C * 2^i and every block a bias-free 3x3 convolution, a norm and ReLU:
 //   "enc{i}.conv{j}"         i = 0..4: channels (i = 0) or c_{i-1} -> c_i, then c_i -> c_i; the
@@ -25,7 +25,7 @@
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

@@ -1,7 +1,7 @@
 // Vision Transformer (Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021), the model
 // PipeTransformer trains (ViT-B/16, Section 4.1).
 //
-// The config, its parser and presets are core/zoo/configs.hpp's (shared with the analytic zoo):
+// The config, its parser and presets are profiles/zoo/configs.hpp's (shared with the analytic zoo):
 //   vit:test   depth 2,  dim 32,   heads 2,  MLP 128    (unit tests)
 //   vit:tiny   depth 12, dim 192,  heads 3,  MLP 768    (ViT-Ti, DeiT)      default preset
 //   vit:small  depth 12, dim 384,  heads 6,  MLP 1536   (ViT-S)
@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
 
 namespace pipetwin::models {

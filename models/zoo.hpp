@@ -1,4 +1,4 @@
-// The model zoo: builds any model of models/ from its name (core/model_spec.hpp syntax).
+// The model zoo: builds any model of models/ from its name (profiles/model_spec.hpp syntax).
 //
 //   mlp[:layers=4,width=256,input=64,classes=10]      mlp.hpp
 //   resnet20 | resnet32 | ... | resnet:depth=N        resnet.hpp (He et al. 2016, CIFAR)
@@ -7,9 +7,9 @@
 //   bert:tiny|mini|small|medium|base|large[,k=v...]   bert.hpp (Devlin et al. 2019)
 //   gpt2:tiny|small|124m|medium|355m|large|774m|xl|1.5b[,k=v...]   gpt2.hpp (Radford et al. 2019)
 //   unet[:B=5,C=64,image=192,norm=batch|group]        unet.hpp (torchgpipe's U-Net(B, C))
-//   uniform:layers=L,fwd_ms=f,...                     synthetic.hpp (core/synthetic.hpp's twin)
+//   uniform:layers=L,fwd_ms=f,...                     synthetic.hpp (profiles/synthetic.hpp's twin)
 //
-// One description: every family but `uniform` is parsed by core/zoo/configs.hpp (one config,
+// One description: every family but `uniform` is parsed by profiles/zoo/configs.hpp (one config,
 // one preset table, shared with the analytic zoo) and built layer for layer as the analytic
 // descriptor (zoo::describe_*) lists it, so both zoos accept the same names and agree on layer
 // names, kinds, parameters and skip edges.

@@ -8,7 +8,7 @@
 For each micro-batch size, `record` trains the model for a few steps under torch.profiler (CPU
 activity, plus CUDA when the model is on a GPU; record_shapes=True) and writes one Chrome-trace
 JSON file. The steps, layers and optimizer are marked with record_function ranges, which is how
-pipetwin finds them (core/trace_import/attribute.hpp):
+pipetwin finds them (profiles/trace_import/attribute.hpp):
 
     pipetwin.step:<i>          one training step: zero_grad, forward, loss, backward, optimizer
     pipetwin.layer:<name>      one layer's forward (forward pre/post hooks on the chosen layers)
@@ -410,7 +410,7 @@ class SkipHead(nn.Module):
 
 class SkipMLP(nn.Module):
     """Three Linear + ReLU blocks and a head that reads the first block's output too: pipetwin's
-    zoo `mlp:layers=3,skip=1` (core/zoo/convnets.cpp)."""
+    zoo `mlp:layers=3,skip=1` (profiles/zoo/convnets.cpp)."""
 
     def __init__(self, width=256, inputs=64, classes=10):
         super().__init__()

@@ -8,7 +8,7 @@
 #include "core/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/weight_versions.hpp"
-#include "core/topology.hpp"
+#include "core/routes.hpp"
 
 namespace pipetwin::sim {
 

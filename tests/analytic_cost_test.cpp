@@ -1,8 +1,8 @@
-// core/zoo/analytic.hpp and calibration.hpp: the roofline against hand-computed times, the
+// profiles/zoo/analytic.hpp and calibration.hpp: the roofline against hand-computed times, the
 // "pipetwin.efficiency" format and its errors, calibration recovering known efficiencies and
 // per-(kind, pass) overheads, its error on held-aside measured layers and models (the shipped
 // H100 profiles), and core/model_source's analytic fallback.
-#include "core/zoo/analytic.hpp"
+#include "profiles/zoo/analytic.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "core/model_graph.hpp"
-#include "core/model_source.hpp"
-#include "core/zoo/calibration.hpp"
+#include "profiles/model_source.hpp"
+#include "profiles/zoo/calibration.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::zoo {

@@ -1,9 +1,9 @@
-// Capacity planning (sim/capacity.hpp): ranking by time and by cost on a hand-checkable catalog, the GPU
+// Capacity planning (studies/capacity.hpp): ranking by time and by cost on a hand-checkable catalog, the GPU
 // count search, the closest miss when nothing fits, the budget, and broken price catalogs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "sim/capacity.hpp"
+#include "studies/capacity.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::sim {

@@ -8,7 +8,7 @@
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 
 namespace pipetwin {
 namespace {

@@ -8,7 +8,7 @@
 #include "core/cost_model.hpp"
 #include "core/elastic/autopipe.hpp"
 #include "core/elastic/transformer_layers.hpp"
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/partition/partitioner.hpp"
 #include "tests/test_util.hpp"
 

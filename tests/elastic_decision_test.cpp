@@ -8,8 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/model_spec.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/model_spec.hpp"
+#include "profiles/synthetic.hpp"
 
 namespace pipetwin::elastic {
 namespace {

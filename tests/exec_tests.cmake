@@ -21,7 +21,7 @@ pipetwin_add_test(exec_tests
   exec_control_plane_test.cpp
   exec_liveness_test.cpp
   exec_stage_replicas_test.cpp
-  LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)
+  LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)
 # The ThreadSanitizer build (scripts/sanitize.sh tsan) needs only the in-process threaded suites:
 # a binary of their two files keeps that second LibTorch build short.
 if(PIPETWIN_SANITIZE MATCHES "thread")
@@ -29,5 +29,5 @@ if(PIPETWIN_SANITIZE MATCHES "thread")
     exec_train_test.cpp
     exec_failure_test.cpp
     exec_split_backward_test.cpp
-    LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_core)
+    LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)
 endif()

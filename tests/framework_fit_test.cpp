@@ -12,7 +12,7 @@
 #include "core/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
-#include "sim/sweep/evaluate.hpp"
+#include "studies/sweep/evaluate.hpp"
 #include "tests/sim_test_util.hpp"
 #include "tests/test_util.hpp"
 

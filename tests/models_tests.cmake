@@ -5,4 +5,4 @@ pipetwin_add_test(models_tests
   models_data_test.cpp
   models_synthetic_test.cpp
   models_unet_test.cpp
-  LIBS pipetwin_models pipetwin_core)
+  LIBS pipetwin_models pipetwin_profiles pipetwin_core)

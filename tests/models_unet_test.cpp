@@ -10,7 +10,7 @@
 #include <torch/utils.h>
 
 #include "core/error.hpp"
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 #include "models/zoo.hpp"
 
 namespace pipetwin::models {

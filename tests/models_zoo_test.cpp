@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "models/zoo.hpp"
 
 namespace pipetwin::models {

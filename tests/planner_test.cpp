@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "sim/planner.hpp"
 #include "sim_test_util.hpp"
 

@@ -10,10 +10,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/plan.hpp"
-#include "core/zoo/analytic.hpp"
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/analytic.hpp"
+#include "profiles/zoo/zoo.hpp"
 #include "sim/planner.hpp"
 #include "tests/test_util.hpp"
 

@@ -1,5 +1,5 @@
-// CSV reading and the sweep/comparison rules of the report (core/report/csv_table.hpp).
-#include "core/report/csv_table.hpp"
+// CSV reading and the sweep/comparison rules of the report (report/csv_table.hpp).
+#include "report/csv_table.hpp"
 
 #include <gtest/gtest.h>
 
@@ -144,7 +144,7 @@ TEST(ReportCsv, SweepFileLayoutByPosition) {
 }
 
 TEST(ReportCsv, Classification) {
-  // pipetwin reproduce's table layout (sim/reproduce/reproduce.cpp).
+  // pipetwin reproduce's table layout (studies/reproduce/reproduce.cpp).
   const CsvTable repro = parse_csv(
       "item,metric,paper,ours,unit,relative_error,note\nddg K=4,time,10,11,ms,0.1,\n", "r.csv");
   EXPECT_EQ(classify_csv(repro, ""), CsvKind::kComparison);

@@ -1,6 +1,6 @@
-// The report's Gantt data (core/report/gantt.hpp): bubbles against GPipe's closed form, overlap
+// The report's Gantt data (report/gantt.hpp): bubbles against GPipe's closed form, overlap
 // against the metrics module, hand-built timelines, the cut to whole steps, foreign traces.
-#include "core/report/gantt.hpp"
+#include "report/gantt.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
-// The report page (core/report/html.hpp, html_tables.hpp): self-contained, escaped, with the
+// The report page (report/html.hpp, html_tables.hpp): self-contained, escaped, with the
 // data its script draws. The drawing itself is checked in a browser by tests/report_test.sh.
-#include "core/report/html.hpp"
+#include "report/html.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "core/report/html_tables.hpp"
+#include "report/html_tables.hpp"
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 

@@ -1,6 +1,6 @@
-// Scanning a results folder for the report (core/report/scan.hpp): classification, the
+// Scanning a results folder for the report (report/scan.hpp): classification, the
 // predicted/measured pairing convention, derived metrics, and skipped files.
-#include "core/report/scan.hpp"
+#include "report/scan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The report's "Schedule choice by micro-batch count" (core/report/schedule_choice.hpp,
+// The report's "Schedule choice by micro-batch count" (report/schedule_choice.hpp,
 // html_schedule_choice.hpp): the winner per M is the fastest schedule that fits, a point over
 // memory never wins, flips are marked, groups split on the other inputs, a one-schedule sweep
 // gives no section, and the page draws the section in headless Chromium without errors.
-#include "core/report/schedule_choice.hpp"
+#include "report/schedule_choice.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "core/report/html.hpp"
-#include "core/report/html_schedule_choice.hpp"
+#include "report/html.hpp"
+#include "report/html_schedule_choice.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::report {
@@ -30,7 +30,7 @@ struct P {
   const char* error = "";
 };
 
-// `pipetwin sweep`'s layout (sim/sweep/sweep.hpp) with a device of 80 GiB: fits = peak <= 80.
+// `pipetwin sweep`'s layout (studies/sweep/sweep.hpp) with a device of 80 GiB: fits = peak <= 80.
 std::string sweep_csv(const std::vector<P>& points) {
   std::string out =
       "point,points,schedule,chunks,model,cluster,stages,batch,plan_M,plan_micro_batch,"

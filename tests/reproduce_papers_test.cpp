@@ -1,4 +1,4 @@
-// `pipetwin reproduce torchgpipe` and `pipetwin reproduce ftpipe` (sim/reproduce/): the entries
+// `pipetwin reproduce torchgpipe` and `pipetwin reproduce ftpipe` (studies/reproduce/): the entries
 // run, their rows exist, and the papers' qualitative results hold; FTPipe's synchronous GPipe
 // leaves recomputation out of the last stage, in the schedule and in the simulated time.
 #include <algorithm>
@@ -11,9 +11,9 @@
 #include "core/cluster.hpp"
 #include "core/framework_memory.hpp"
 #include "core/schedule/compiled.hpp"
-#include "sim/reproduce/ftpipe.hpp"
-#include "sim/reproduce/reproduce.hpp"
-#include "sim/reproduce/torchgpipe.hpp"
+#include "studies/reproduce/ftpipe.hpp"
+#include "studies/reproduce/reproduce.hpp"
+#include "studies/reproduce/torchgpipe.hpp"
 #include "tests/reproduce_test_util.hpp"
 #include "tests/sim_test_util.hpp"
 

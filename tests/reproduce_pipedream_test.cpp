@@ -1,4 +1,4 @@
-// `pipetwin reproduce pipedream` (sim/reproduce/pipedream*.cpp): Table 1's notation, the
+// `pipetwin reproduce pipedream` (studies/reproduce/pipedream*.cpp): Table 1's notation, the
 // reference CSV, the objective (against pipedream-dp's own and a closed form), the simulated
 // column (the plans it runs, lower bounds any schedule obeys, our planner's pick against data
 // parallelism, memory refusals), and the entry's tables: a row per configuration, ours computed
@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/partition/pipedream_dp.hpp"
 #include "core/plan.hpp"
-#include "sim/reproduce/pipedream.hpp"
+#include "studies/reproduce/pipedream.hpp"
 #include "tests/reproduce_test_util.hpp"
 #include "tests/test_util.hpp"
 

@@ -1,4 +1,4 @@
-// `pipetwin reproduce pipetransformer` (sim/reproduce/pipetransformer*.cpp): the entry runs, its
+// `pipetwin reproduce pipetransformer` (studies/reproduce/pipetransformer*.cpp): the entry runs, its
 // rows exist with the paper's figures from experiments/reference, and the paper's qualitative
 // results that our model reproduces hold — every setting trains faster than Pipe + DDP,
 // ImageNet's speedup above CIFAR-100's, the larger model spending a larger share on
@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "core/cluster.hpp"
-#include "sim/reproduce/pipetransformer.hpp"
-#include "sim/reproduce/reproduce.hpp"
+#include "studies/reproduce/pipetransformer.hpp"
+#include "studies/reproduce/reproduce.hpp"
 #include "tests/reproduce_test_util.hpp"
 
 namespace pipetwin::sim {

@@ -1,4 +1,4 @@
-// Reproduction framework (sim/reproduce/): formulas, reference tables, the EPFL Table 1 entry.
+// Reproduction framework (studies/reproduce/): formulas, reference tables, the EPFL Table 1 entry.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "sim/reproduce/formula.hpp"
-#include "sim/reproduce/reproduce.hpp"
+#include "studies/reproduce/formula.hpp"
+#include "studies/reproduce/reproduce.hpp"
 
 namespace pipetwin::sim {
 namespace {

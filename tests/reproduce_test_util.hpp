@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cluster.hpp"
-#include "sim/reproduce/reproduce.hpp"
+#include "studies/reproduce/reproduce.hpp"
 
 namespace pipetwin::testing {
 

@@ -1,4 +1,4 @@
-// `plan --schedule auto` (sim/sweep/evaluate.hpp search_schedules): the candidate list, the
+// `plan --schedule auto` (studies/sweep/evaluate.hpp search_schedules): the candidate list, the
 // fastest schedule that fits chosen on synthetic models whose winner the zero-bubble closed forms
 // predict (f = b = w: ZB-V has no bubble at all, 1F1B (K - 1)(f + b + w), ZB-H1 (K - 1)(f + b - w);
 // Qi et al. 2024, Table 1), a leaner schedule winning when memory is tight, and the one-line reason
@@ -11,7 +11,7 @@
 
 #include "core/error.hpp"
 #include "sim/planner.hpp"
-#include "sim/sweep/evaluate.hpp"
+#include "studies/sweep/evaluate.hpp"
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 

@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/virtual_stages.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin::testing {

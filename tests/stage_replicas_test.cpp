@@ -10,11 +10,11 @@
 #include <set>
 
 #include "core/error.hpp"
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "sim/pipeline_sim.hpp"
 #include "sim/planner.hpp"
 #include "sim_test_util.hpp"

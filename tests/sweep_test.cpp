@@ -7,9 +7,9 @@
 
 #include "core/schedule/generators.hpp"
 #include "sim/elastic_sim.hpp"
-#include "sim/sweep/grid.hpp"
-#include "sim/sweep/results.hpp"
-#include "sim/sweep/runner.hpp"
+#include "studies/sweep/grid.hpp"
+#include "studies/sweep/results.hpp"
+#include "studies/sweep/runner.hpp"
 #include "sim_test_util.hpp"
 #include "sweep_test_util.hpp"
 #include "test_util.hpp"

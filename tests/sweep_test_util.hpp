@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/sweep/grid.hpp"
-#include "sim/sweep/results.hpp"
-#include "sim/sweep/runner.hpp"
+#include "studies/sweep/grid.hpp"
+#include "studies/sweep/results.hpp"
+#include "studies/sweep/runner.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::sim {

@@ -1,6 +1,6 @@
-// core/synthetic.hpp and core/model_spec.hpp: the `uniform:...` model in both of its forms, its
+// profiles/synthetic.hpp and profiles/model_spec.hpp: the `uniform:...` model in both of its forms, its
 // exact times t(b) = overhead + per-sample * b, its documented defaults and its errors.
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/linear_fit.hpp"
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin {

@@ -18,11 +18,11 @@
 
 #include "core/cluster.hpp"
 #include "core/error.hpp"
-#include "core/model_spec.hpp"
+#include "profiles/model_spec.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
 #include "core/schedule/virtual_stages.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 
 namespace pipetwin::test {
 

@@ -1,5 +1,6 @@
 // core/topology.hpp: the optional "topology" field of a cluster file (NICs per node, PCIe switch
 // groups, peer-to-peer), its one-line errors, the link resources and the routes over them.
+#include "core/routes.hpp"
 #include "core/topology.hpp"
 
 #include <string>
@@ -9,7 +10,7 @@
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
-#include "core/synthetic.hpp"
+#include "profiles/synthetic.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin {

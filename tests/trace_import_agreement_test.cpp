@@ -11,7 +11,7 @@
 //   - the recording's heap (python/pipetwin_trace.py, steady_heap): under the profiler a step's
 //     tensors landed on fresh pages (1,000 page faults per step at micro-batch 512), which read
 //     +43% on fc0's backward at micro-batch 128 under the AVX2 cap;
-//   - a CPU layer's time is its operators' (core/trace_import/attribute.hpp), not its range's,
+//   - a CPU layer's time is its operators' (profiles/trace_import/attribute.hpp), not its range's,
 //     which also holds the Python module call and hooks (+20..60 us per layer);
 //   - the zoo's cross entropy is one nll_loss operator, as torch.nn.CrossEntropyLoss runs it
 //     (models/layered_model.cpp; it was -gather(): two autograd nodes more; the last layer's
@@ -40,8 +40,8 @@
 #include <gtest/gtest.h>
 
 #include "core/profile.hpp"
-#include "core/trace_import/import.hpp"
-#include "core/trace_import/kineto.hpp"
+#include "profiles/trace_import/import.hpp"
+#include "profiles/trace_import/kineto.hpp"
 #include "test_util.hpp"
 #include "trace_import_real_util.hpp"
 

@@ -2,7 +2,7 @@
 // with one line that names the file and what is wrong or missing (core/error.hpp).
 #include <gtest/gtest.h>
 
-#include "core/trace_import/import.hpp"
+#include "profiles/trace_import/import.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::trace_import {

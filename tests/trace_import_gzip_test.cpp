@@ -1,12 +1,12 @@
-// Gzipped traces (core/trace_import/gzip.hpp): torch.profiler's use_gzip=True output reads as the
+// Gzipped traces (profiles/trace_import/gzip.hpp): torch.profiler's use_gzip=True output reads as the
 // plain trace does; corrupt and cut-short files are one-line errors naming the file.
 #include <zlib.h>
 
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
-#include "core/trace_import/gzip.hpp"
-#include "core/trace_import/import.hpp"
+#include "profiles/trace_import/gzip.hpp"
+#include "profiles/trace_import/import.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::trace_import {

@@ -15,7 +15,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
-#include "core/trace_import/import.hpp"
+#include "profiles/trace_import/import.hpp"
 #include "test_util.hpp"
 #include "trace_import_real_util.hpp"
 

@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/trace_import/import.hpp"
+#include "profiles/trace_import/import.hpp"
 #include "test_util.hpp"
 
 namespace pipetwin::trace_import {

@@ -1,6 +1,6 @@
-// core/zoo/: descriptors against the published parameter counts, the shipped measured profiles
+// profiles/zoo/: descriptors against the published parameter counts, the shipped measured profiles
 // of the test-size models (layer for layer), FLOP closed forms, skip edges, and bad names.
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "core/model_graph.hpp"
-#include "core/model_source.hpp"
+#include "profiles/model_source.hpp"
 #include "core/profile.hpp"
-#include "core/zoo/configs.hpp"
+#include "profiles/zoo/configs.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::zoo {
@@ -321,7 +321,7 @@ TEST(ZooNames, AliasesDescribeTheSameModel) {
   EXPECT_EQ(describe_model("resnet:50").layers.size(), 1u + 16 + 1);
 }
 
-// One table per family (core/zoo/configs.hpp), shared with models/: every name in it describes,
+// One table per family (profiles/zoo/configs.hpp), shared with models/: every name in it describes,
 // and every name `pipetwin zoo` lists for a family both zoos build is in it.
 TEST(ZooNames, EveryPresetTableNameDescribes) {
   std::set<std::string> tables;

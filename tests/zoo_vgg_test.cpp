@@ -1,9 +1,9 @@
-// core/zoo/vgg.cpp: VGG and AlexNet against torchvision's parameter counts, their layer lists
+// profiles/zoo/vgg.cpp: VGG and AlexNet against torchvision's parameter counts, their layer lists
 // and shapes, FLOP closed forms, and bad names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/zoo/zoo.hpp"
+#include "profiles/zoo/zoo.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::zoo {

@@ -1,5 +1,5 @@
 // `autopipe`: PipeTransformer's balanced partition (Section 3.2.1, Algorithm 1's m_partition and
-// load_balance; core/elastic/autopipe.hpp) behind the partitioner interface.
+// load_balance; core/partition/autopipe_balance.hpp) behind the partitioner interface.
 //
 // The cost model's frozen layers (CostOptions::frozen_layers, a prefix) form F_frozen on the
 // first stage, weighted by its lambda_frozen; every other layer is one sub-layer of F_pipe,
@@ -7,7 +7,7 @@
 // AutoPipe's business, not a partitioner's: this always returns exactly num_stages stages.
 #include <fmt/format.h>
 
-#include "core/elastic/autopipe.hpp"
+#include "core/partition/autopipe_balance.hpp"
 #include "core/error.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/partition/partitioners.hpp"

@@ -54,7 +54,7 @@ class CompiledSchedule {
   // Compiles and validates; `origin` names the source in errors ("schedule gpipe", a file path).
   // `check_progress` false skips the deadlock check (a timeless run of the whole schedule) for a
   // caller that runs the discrete-event engine next: the engine stalls exactly when that run
-  // would, and the caller then calls check_progress() for the error (sim/sweep/evaluate.cpp).
+  // would, and the caller then calls check_progress() for the error (studies/sweep/evaluate.cpp).
   CompiledSchedule(Schedule schedule, const std::string& origin, bool check_progress = true);
 
   // Throws InputError naming the stuck streams if the schedule cannot run to completion.

@@ -4,28 +4,30 @@
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <exception>
 #include <map>
 
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "models/layered_model.hpp"
 #include "models/torch_compat.hpp"
 
 namespace pipetwin::exec {
 
 Precision parse_precision(const std::string& text, const std::string& flag) {
+  // The dtype's row in core/precision.hpp's table decides; here only its LibTorch types.
+  const DtypeInfo& d = dtype_info(text, flag);
+  if (!d.executable) {
+    throw InputError(fmt::format("{}: the executor does not train in {} (it trains in: {})", flag,
+                                 text, fmt::join(executable_dtype_names(), ", ")));
+  }
   Precision p;
-  if (text == "float32") return p;
-  if (text == "float64") {
+  if (d.name == "float64") {
     p.float64 = true;
-  } else if (text == "bfloat16") {
-    p.autocast = at::kBFloat16;
-  } else if (text == "float16") {
-    p.autocast = at::kHalf;
-  } else {
-    throw InputError(fmt::format(
-        "{}: unknown dtype \"{}\" (known: float32, bfloat16, float16, float64)", flag, text));
+  } else if (d.mixed) {
+    p.autocast = d.name == "bfloat16" ? at::kBFloat16 : at::kHalf;
   }
   return p;
 }

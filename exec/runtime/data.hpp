@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -31,6 +32,8 @@ struct LayeredModel;
 }
 
 namespace pipetwin::exec {
+
+class ActivationStore;
 
 class BatchSource {
  public:
@@ -50,6 +53,13 @@ class BatchSource {
   // runs, whose host has cores beside the stage threads; on the CPU a prefetch thread would take a
   // stage's core.
   void set_prefetch(bool on) { prefetch_ = on; }
+
+  // AutoCache's view of the samples (PipeTransformer Section 3.4): the cache of F_frozen's outputs
+  // a trainer attached to its data, or none; and the sample ids replica `replica` trains in step
+  // `step`, in micro-batch order (empty where the source does not number its samples). The
+  // worker reads both through this interface; a trainer's epoch source (exec/train/) answers.
+  virtual ActivationStore* frozen_cache() const { return nullptr; }
+  virtual std::vector<int64_t> replica_ids(int /*step*/, int /*replica*/) const { return {}; }
 
  protected:
   at::Tensor slice(const at::Tensor& t, int replica, int micro) const;

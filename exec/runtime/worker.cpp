@@ -12,7 +12,6 @@
 #include "exec/platform/memory_tracker.hpp"
 #include "exec/runtime/activation_store.hpp"
 #include "exec/runtime/bundle.hpp"
-#include "exec/train/train_data.hpp"
 
 namespace pipetwin::exec {
 
@@ -426,8 +425,8 @@ at::Tensor DeviceWorker::frozen_output(StageRuntime* st, int global_step, const 
   // AutoCache (PipeTransformer Section 3.4, exec/runtime/activation_store.hpp): when the trainer
   // has turned the machine's cache on and this F_frozen is the whole frozen prefix, each sample of
   // the replica's batch is read (hit), completed from its entry (stale) or computed (miss).
-  auto* source = dynamic_cast<EpochBatches*>(shared_.data);
-  ActivationStore* cache = source ? source->frozen_cache() : nullptr;
+  BatchSource* source = shared_.data;
+  ActivationStore* cache = source->frozen_cache();
   if (!cache) return st->frozen_forward(batch);
   const std::vector<int64_t> ids = source->replica_ids(global_step, replica_);
   const int F = st->frozen_count();

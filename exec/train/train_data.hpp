@@ -70,11 +70,11 @@ class EpochBatches : public BatchSource {
 
   // The sample ids replica `replica` trains in drawn step `step`, in micro-batch order (empty
   // when the step is not drawn).
-  std::vector<int64_t> replica_ids(int step, int replica) const;
+  std::vector<int64_t> replica_ids(int step, int replica) const override;
   // Inputs of samples [first, first + n) (shapes for the cache's slots).
   at::Tensor sample_inputs(int64_t first, int64_t n) const;
   void set_frozen_cache(ActivationStore* store) { cache_ = store; }
-  ActivationStore* frozen_cache() const { return cache_; }
+  ActivationStore* frozen_cache() const override { return cache_; }
 
  protected:
   // The first samples of the split (a dry run's shapes).

@@ -2,7 +2,7 @@
 """Writes the roofline efficiencies of the papers' Turing and Pascal GPUs from published benchmarks.
 
 Not fitted to any figure `pipetwin reproduce` compares with: each GPU generation's convolution
-efficiency is set so that the roofline (core/zoo/analytic.hpp) of a *different* model, ResNet-50,
+efficiency is set so that the roofline (profiles/zoo/analytic.hpp) of a *different* model, ResNet-50,
 trains at the throughput a published benchmark measured on a GPU of that generation:
 
   Turing (TU102/TU104: Quadro RTX 5000, RTX 2080 Ti): ResNet-50, float32, batch 64, on an
@@ -14,7 +14,7 @@ trains at the throughput a published benchmark measured on a GPU of that generat
 
 The ratio (published / the roofline's prediction with the prior efficiencies) scales the
 convolution kinds (conv, residual, cell). No published transformer-training throughput on these
-GPUs is cited, so the GEMM kinds keep the built-in prior (core/zoo/analytic.hpp). The per-(kind,
+GPUs is cited, so the GEMM kinds keep the built-in prior (profiles/zoo/analytic.hpp). The per-(kind,
 pass) overheads are this project's H100 measurements (hardware/efficiency/h100-sxm-float32.json):
 host-side dispatch and launch costs, which do not depend on the GPU generation to first order.
 
@@ -113,14 +113,14 @@ def write(device, gen, prior, scale, h100):
             f"{prior:.1f} images/s with the prior efficiencies and the overheads below, so the "
             f"{gen['name']} convolution kinds get the prior x {scale:.4f} "
             "(hardware/efficiency/derive_published.py)")
-    gemm = (f"built-in prior (core/zoo/analytic.hpp): no published {gen['name']} "
+    gemm = (f"built-in prior (profiles/zoo/analytic.hpp): no published {gen['name']} "
             "transformer-training throughput is cited")
     eff["notes"] = (f"{gen['name']} ({device}), float32: efficiencies from published benchmarks "
                     "of other models, not fitted to the papers reproduced "
                     "(hardware/efficiency/derive_published.py)")
     eff["sources"] = {k: (conv if k in CONV_KINDS else gemm) for k in PRIOR}
     eff["sources"]["default_compute"] = gemm
-    eff["sources"]["memory"] = ("built-in prior 0.75 (core/zoo/analytic.hpp): no published "
+    eff["sources"]["memory"] = ("built-in prior 0.75 (profiles/zoo/analytic.hpp): no published "
                                 f"{gen['name']} bandwidth benchmark is cited")
     eff["sources"]["overheads"] = (
         "this project's H100 measurements, hardware/efficiency/h100-sxm-float32.json (LibTorch 2.x "

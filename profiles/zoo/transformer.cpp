@@ -1,0 +1,307 @@
+// Transformer sub-layers and the encoder / decoder-only families: ViT, BERT, GPT-2.
+//
+// The configs, parsers and preset tables are the ones models/ builds from (profiles/zoo/configs.hpp),
+// so the descriptor of a model matches the LibTorch model layer for layer. Saved elements
+// follow models/layers.cpp's textbook attention (LibTorch 1.13 has no fused kernel; with
+// dropout the fused kernel is never used): q/k/v, the softmax output, the context, norms'
+// statistics and outputs; dropout adds its mask (and, on attention probabilities, the dropped
+// copy that the second matmul keeps).
+#include <cmath>
+
+#include "profiles/zoo/families.hpp"
+
+namespace pipetwin::zoo {
+
+namespace {
+
+double d(int64_t v) {
+  return static_cast<double>(v);
+}
+
+// Elements a norm keeps besides its input: LayerNorm mean and rstd, RMSNorm rstd, per token.
+double norm_stats(const TransformerShape& t) {
+  return d(t.seq) * (t.bias ? 2 : 1);
+}
+int64_t norm_params(const TransformerShape& t) {
+  return t.bias ? 2 * t.dim : t.dim;
+}
+
+// Saved by the residual/norm tail of a sub-layer and its output dropout.
+double tail_saved(const TransformerShape& t) {
+  const double sd = d(t.seq * t.dim);
+  const double mask = t.dropout > 0 ? sd : 0;
+  // pre-norm: LN stats and output at the head, the residual sum is the output.
+  // post-norm: the residual sum (kept by the LN), the LN output and its stats.
+  return t.pre_norm ? norm_stats(t) + sd + sd + mask : sd + sd + norm_stats(t) + mask;
+}
+
+ZooLayer finish(std::string name, std::string kind, int64_t params, double flops, double saved,
+                double input, const TransformerShape& t) {
+  ZooLayer l;
+  l.name = std::move(name);
+  l.kind = std::move(kind);
+  l.params = params;
+  l.forward_flops = flops;
+  l.output_elems = d(t.seq * t.dim);
+  l.saved_elems = saved;
+  l.traffic_elems = input + 2 * saved;
+  l.float32_output = true;  // the residual sum
+  return l;
+}
+
+}  // namespace
+
+ZooLayer attention_layer(const std::string& name, const TransformerShape& t) {
+  const double s = d(t.seq), i = d(t.inner), dim = d(t.dim);
+  const int64_t params = 4 * t.dim * t.inner + (t.bias ? 3 * t.inner + t.dim : 0) + norm_params(t);
+  // "8 s d i + 4 s^2 i": q, k, v and output projections, then Q K^T and P V.
+  const double flops = 8 * s * dim * i + 4 * s * s * i;
+  const double probs = d(t.heads) * s * s * (t.dropout > 0 ? 3 : 1);
+  const double saved = 3 * s * i + probs + s * i + tail_saved(t);
+  return finish(name, "attention", params, flops, saved, s * dim, t);
+}
+
+ZooLayer cross_attention_layer(const std::string& name, const TransformerShape& t) {
+  const double s = d(t.seq), kv = d(t.kv_seq), i = d(t.inner), dim = d(t.dim);
+  const int64_t params = 4 * t.dim * t.inner + (t.bias ? 3 * t.inner + t.dim : 0) + norm_params(t);
+  // q and output projections over the s decoder tokens, k and v over the kv encoder tokens.
+  const double flops = 4 * s * dim * i + 4 * kv * dim * i + 4 * s * kv * i;
+  const double probs = d(t.heads) * s * kv * (t.dropout > 0 ? 3 : 1);
+  const double saved = s * i + 2 * kv * i + probs + s * i + tail_saved(t);
+  return finish(name, "cross-attention", params, flops, saved, s * dim + kv * dim, t);
+}
+
+ZooLayer mlp_layer(const std::string& name, const TransformerShape& t) {
+  const double s = d(t.seq), m = d(t.mlp), dim = d(t.dim);
+  const int64_t params = 2 * t.dim * t.mlp + (t.bias ? t.mlp + t.dim : 0) + norm_params(t);
+  const double flops = 4 * s * dim * m;
+  // GELU keeps its input (fc1's output) and fc2 keeps GELU's output; ReLU keeps only its output.
+  double hidden = s * m * (t.mlp_act_saved_twice ? 2 : 1);
+  if (!t.mlp_act_saved_twice && t.dropout > 0) hidden += 2 * s * m;  // T5: dropout on the hidden
+  return finish(name, "mlp", params, flops, hidden + tail_saved(t), s * dim, t);
+}
+
+// ---- ViT ------------------------------------------------------------------------------------
+
+const std::vector<Preset<VitConfig>>& vit_presets() {
+  // {depth, dim, heads, mlp, image, patch, channels, classes, dropout}
+  static const std::vector<Preset<VitConfig>> presets = {
+      {"test", {2, 32, 2, 128, 32, 4, 3, 10, 0.0}},
+      {"tiny", {12, 192, 3, 768, 32, 4, 3, 10, 0.0}},
+      {"small", {12, 384, 6, 1536, 32, 4, 3, 10, 0.0}},
+      {"base", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},
+      {"b16", {12, 768, 12, 3072, 224, 16, 3, 1000, 0.1}},  // = base (ViT-B/16)
+      {"large", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},
+      {"l16", {24, 1024, 16, 4096, 224, 16, 3, 1000, 0.1}},  // = large (ViT-L/16)
+  };
+  return presets;
+}
+
+VitConfig vit_config(const ModelSpec& spec) {
+  spec.allow_only({"image", "patch", "channels", "classes", "depth", "layers", "dim", "hidden",
+                   "heads", "mlp", "dropout"});
+  VitConfig c = choose_preset(spec, vit_presets(), "tiny");
+  c.depth = int_option2(spec, "depth", "layers", c.depth);
+  c.dim = int_option2(spec, "dim", "hidden", c.dim);
+  c.heads = int_option(spec, "heads", c.heads);
+  c.mlp = int_option(spec, "mlp", 4 * c.dim);  // all presets use MLP 4 * dim
+  c.image = int_option(spec, "image", c.image);
+  c.patch = int_option(spec, "patch", c.patch);
+  c.channels = int_option(spec, "channels", c.channels);
+  c.classes = int_option(spec, "classes", c.classes);
+  c.dropout = dropout_option(spec, c.dropout);
+  require_multiple(spec, "dim", c.dim, "heads", c.heads);
+  require_multiple(spec, "image", c.image, "patch", c.patch);
+  return c;
+}
+
+namespace {
+
+TransformerShape block_shape(int64_t seq, int64_t dim, int64_t heads, int64_t mlp, double p) {
+  TransformerShape t;
+  t.seq = t.kv_seq = seq;
+  t.dim = t.inner = dim;
+  t.heads = heads;
+  t.mlp = mlp;
+  t.dropout = p;
+  return t;
+}
+
+void add_blocks(ZooModel& m, int64_t layers, const TransformerShape& t) {
+  for (int64_t i = 0; i < layers; ++i) {
+    m.layers.push_back(attention_layer(fmt::format("block{}.attn", i), t));
+    m.layers.push_back(mlp_layer(fmt::format("block{}.mlp", i), t));
+  }
+}
+
+}  // namespace
+
+ZooModel describe_vit(const VitConfig& c) {
+  const int64_t patches = (c.image / c.patch) * (c.image / c.patch), seq = patches + 1;
+  ZooModel m;
+  m.description = fmt::format(
+      "ViT (Dosovitskiy et al. 2021): {} blocks, dim {}, {} heads, image {}, "
+      "patch {}",
+      c.depth, c.dim, c.heads, c.image, c.patch);
+  m.input_elems = d(c.channels * c.image * c.image);
+  const double sd = d(seq * c.dim), mask = c.dropout > 0 ? sd : 0;
+  ZooLayer embed;
+  embed.name = "embed";
+  embed.kind = "embedding";
+  embed.float32_output = true;
+  embed.params = c.dim * c.channels * c.patch * c.patch + 2 * c.dim + seq * c.dim;
+  embed.forward_flops = 2.0 * d(patches * c.channels * c.patch * c.patch * c.dim);
+  embed.output_elems = sd;
+  embed.saved_elems = sd + mask;
+  embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
+  m.layers.push_back(embed);
+  add_blocks(m, c.depth, block_shape(seq, c.dim, c.heads, c.mlp, c.dropout));
+  ZooLayer head;  // LayerNorm of the [class] token, Linear(dim -> classes), the loss
+  head.name = "head";
+  head.kind = "head";
+  head.params = 2 * c.dim + c.dim * c.classes + c.classes;
+  head.forward_flops = 2.0 * d(c.dim * c.classes);
+  head.output_elems = d(c.classes);
+  head.saved_elems = 2 + d(c.dim) + d(c.classes);
+  head.traffic_elems = d(c.dim) + 2 * head.saved_elems;
+  m.layers.push_back(head);
+  return m;
+}
+
+// ---- BERT -----------------------------------------------------------------------------------
+
+const std::vector<Preset<BertConfig>>& bert_presets() {
+  // {layers, hidden, heads, ffn, vocab, positions, type_vocab, seq, classes, dropout}
+  static const std::vector<Preset<BertConfig>> presets = {
+      {"tiny", {2, 128, 2, 512, 30522, 512, 2, 128, 2, 0.0}},
+      {"mini", {4, 256, 4, 1024, 30522, 512, 2, 128, 2, 0.0}},
+      {"small", {4, 512, 8, 2048, 30522, 512, 2, 128, 2, 0.0}},
+      {"medium", {8, 512, 8, 2048, 30522, 512, 2, 128, 2, 0.0}},
+      {"base", {12, 768, 12, 3072, 30522, 512, 2, 512, 2, 0.1}},
+      {"large", {24, 1024, 16, 4096, 30522, 512, 2, 512, 2, 0.1}},
+  };
+  return presets;
+}
+
+BertConfig bert_config(const ModelSpec& spec) {
+  spec.allow_only(
+      {"layers", "hidden", "heads", "ffn", "seq", "vocab", "positions", "classes", "dropout"});
+  BertConfig c = choose_preset(spec, bert_presets(), "tiny");
+  c.layers = int_option(spec, "layers", c.layers);
+  c.hidden = int_option(spec, "hidden", c.hidden);
+  c.heads = int_option(spec, "heads", c.heads);
+  c.ffn = int_option(spec, "ffn", 4 * c.hidden);  // all presets use FFN 4H
+  c.vocab = int_option(spec, "vocab", c.vocab);
+  c.positions = int_option(spec, "positions", c.positions);
+  c.seq = int_option(spec, "seq", std::min(c.seq, c.positions));
+  c.classes = int_option(spec, "classes", c.classes);
+  c.dropout = dropout_option(spec, c.dropout);
+  require_multiple(spec, "hidden", c.hidden, "heads", c.heads);
+  if (c.seq > c.positions) {
+    throw InputError(
+        fmt::format("{}: bert: seq {} exceeds positions {}", spec.origin, c.seq, c.positions));
+  }
+  return c;
+}
+
+ZooModel describe_bert(const BertConfig& c) {
+  ZooModel m;
+  m.description = fmt::format("BERT (Devlin et al. 2019): {} layers, hidden {}, {} heads, seq {}",
+                              c.layers, c.hidden, c.heads, c.seq);
+  m.input_elems = d(c.seq);
+  m.input_tokens = true;
+  const double sh = d(c.seq * c.hidden), mask = c.dropout > 0 ? sh : 0;
+  ZooLayer embed;  // three embeddings summed, LayerNorm, dropout
+  embed.name = "embed";
+  embed.kind = "embedding";
+  embed.float32_output = true;
+  embed.params = (c.vocab + c.positions + c.type_vocab) * c.hidden + 2 * c.hidden;
+  embed.output_elems = sh;
+  embed.saved_elems = sh + sh + 2 * d(c.seq) + mask;
+  embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
+  embed.dense_weights = false;
+  m.layers.push_back(embed);
+  TransformerShape t = block_shape(c.seq, c.hidden, c.heads, c.ffn, c.dropout);
+  t.pre_norm = false;
+  add_blocks(m, c.layers, t);
+  ZooLayer head;  // pooler tanh(Linear) on [CLS], dropout, classifier, the loss
+  head.name = "head";
+  head.kind = "head";
+  head.params = c.hidden * c.hidden + c.hidden + c.hidden * c.classes + c.classes;
+  head.forward_flops = 2.0 * d(c.hidden * c.hidden + c.hidden * c.classes);
+  head.output_elems = d(c.classes);
+  head.saved_elems = d(c.hidden) * (c.dropout > 0 ? 2 : 1) + d(c.classes);
+  head.traffic_elems = d(c.hidden) + 2 * head.saved_elems;
+  m.layers.push_back(head);
+  return m;
+}
+
+// ---- GPT-2 ----------------------------------------------------------------------------------
+
+const std::vector<Preset<Gpt2Config>>& gpt2_presets() {
+  // {layers, dim, heads, vocab, ctx, seq, dropout}; the sizes by name and by OpenAI's count
+  static const std::vector<Preset<Gpt2Config>> presets = {
+      {"tiny", {2, 128, 2, 1024, 64, 64, 0.0}},
+      {"small", {12, 768, 12, 50257, 1024, 1024, 0.1}},
+      {"124m", {12, 768, 12, 50257, 1024, 1024, 0.1}},  // = small
+      {"medium", {24, 1024, 16, 50257, 1024, 1024, 0.1}},
+      {"355m", {24, 1024, 16, 50257, 1024, 1024, 0.1}},  // = medium
+      {"large", {36, 1280, 20, 50257, 1024, 1024, 0.1}},
+      {"774m", {36, 1280, 20, 50257, 1024, 1024, 0.1}},  // = large
+      {"xl", {48, 1600, 25, 50257, 1024, 1024, 0.1}},
+      {"1.5b", {48, 1600, 25, 50257, 1024, 1024, 0.1}},  // = xl
+  };
+  return presets;
+}
+
+Gpt2Config gpt2_config(const ModelSpec& spec) {
+  spec.allow_only({"layers", "dim", "heads", "vocab", "ctx", "seq", "dropout"});
+  Gpt2Config c = choose_preset(spec, gpt2_presets(), "tiny");
+  c.layers = int_option(spec, "layers", c.layers);
+  c.dim = int_option(spec, "dim", c.dim);
+  c.heads = int_option(spec, "heads", c.heads);
+  c.vocab = int_option(spec, "vocab", c.vocab);
+  c.ctx = int_option(spec, "ctx", c.ctx);
+  c.seq = int_option(spec, "seq", std::min(c.seq, c.ctx));
+  c.dropout = dropout_option(spec, c.dropout);
+  require_multiple(spec, "dim", c.dim, "heads", c.heads);
+  if (c.seq > c.ctx) {
+    throw InputError(
+        fmt::format("{}: gpt2: seq {} exceeds the context ctx {}", spec.origin, c.seq, c.ctx));
+  }
+  return c;
+}
+
+ZooModel describe_gpt2(const Gpt2Config& c) {
+  ZooModel m;
+  m.description = fmt::format(
+      "GPT-2 (Radford et al. 2019): {} layers, dim {}, {} heads, seq {}; LM head untied", c.layers,
+      c.dim, c.heads, c.seq);
+  m.input_elems = d(c.seq);
+  m.input_tokens = true;
+  m.tied_params = c.vocab * c.dim;  // the published model ties the LM head to wte
+  const double sd = d(c.seq * c.dim);
+  ZooLayer embed;
+  embed.name = "embed";
+  embed.kind = "embedding";
+  embed.float32_output = true;
+  embed.params = (c.vocab + c.ctx) * c.dim;
+  embed.output_elems = sd;
+  embed.saved_elems = sd * (c.dropout > 0 ? 2 : 1);
+  embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
+  embed.dense_weights = false;
+  m.layers.push_back(embed);
+  add_blocks(m, c.layers, block_shape(c.seq, c.dim, c.heads, 4 * c.dim, c.dropout));
+  ZooLayer head;  // final LayerNorm, LM head without bias, per-token cross-entropy
+  head.name = "head";
+  head.kind = "head";
+  head.params = 2 * c.dim + c.dim * c.vocab;
+  head.forward_flops = 2.0 * d(c.seq * c.dim * c.vocab);
+  head.output_elems = d(c.seq * c.vocab);
+  head.saved_elems = 2 * d(c.seq) + sd + d(c.seq * c.vocab) + d(c.seq);
+  head.traffic_elems = sd + 2 * head.saved_elems;
+  m.layers.push_back(head);
+  return m;
+}
+
+}  // namespace pipetwin::zoo

@@ -1,0 +1,43 @@
+// The report's HTML tables: metrics, prediction next to measurement, and CSV files.
+//
+// Rendered on the C++ side so that the numbers read the same without scripts; every string that
+// comes from a file passes through html_escape. Relative errors follow core/compare.hpp,
+// (predicted - measured) / measured, and studies/reproduce, (ours - paper) / |paper|; a cell is
+// marked "ok" under 5 %, "warn" under 15 % and "bad" beyond, thresholds a reader can re-judge
+// from the printed value.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/compare.hpp"
+#include "core/metrics.hpp"
+#include "report/scan.hpp"
+
+namespace pipetwin::report {
+
+// Escapes & < > " ' for text and attribute values.
+std::string html_escape(std::string_view s);
+
+// Human units: "12.3 ms", "1.50 GiB", "45.6 %", "3.21k".
+std::string fmt_seconds(double s);
+std::string fmt_bytes(double b);
+std::string fmt_percent(double fraction);
+std::string fmt_number(double v);
+// "+4.2 %" with the class ok/warn/bad, or "n/a" for a missing or infinite error.
+std::string error_cell(double relative_error);
+
+// One row per run: schedule, iteration time, throughput, bubble of each side, and the error.
+std::string runs_overview_html(const std::vector<RunGroup>& runs);
+// The headline metrics and the per-device table of one metrics file.
+std::string metrics_html(const MetricsFile& m);
+// Predicted next to measured: summary, per-action means (timelines) and iteration errors.
+std::string comparison_html(const Comparison& c);
+// A CSV file as a table (at most `max_rows` rows, the rest counted); comparison CSVs get an
+// error column of their own and a headline of median and worst |error|.
+std::string csv_html(const CsvFile& f, size_t max_rows);
+
+}  // namespace pipetwin::report
