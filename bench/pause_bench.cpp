@@ -3,7 +3,7 @@
 //
 // The profiler times a layer's passes back to back; in a pipeline a stage waits between its
 // actions, and on this project's CPU VM the pass after a wait runs longer, by more the longer
-// the wait (README, "Executor against simulator"). The stage: the first half of BERT-tiny
+// the wait (docs/validation.md, "Executor against simulator"). The stage: the first half of BERT-tiny
 // (embedding and block 0, the balance-time plan's stage 0 at K=2), one intra-op thread on core 0.
 // Reported: the backward's time (manual time) and the forward's (counter forward_ms); compare a
 // pause's figures with pause 0. The host's speed drifts by more than the effect at micro-batch 8

@@ -1,7 +1,7 @@
 // Simulator speed (target: >= 10M actions simulated per second per core).
 //
 //   BM_Engine_GPipeDP_K8_M32   the discrete-event engine alone re-running one K=8, M=32 GPipe +
-//                              data-parallel (dp=4) iteration: the figure the README reports
+//                              data-parallel (dp=4) iteration: the figure docs/performance.md reports
 //   BM_Simulate_GPipeDP_K8_M32 the whole path: schedule generation, validation, task graph,
 //                              engine, memory walk, timeline and metrics
 //   BM_Engine_1F1B_K4_M16_N8   a longer 1F1B run, for scale

@@ -2,7 +2,7 @@
 # Installs every Debian 12 package pipetwin needs to build, test and run.
 # Idempotent: packages already present are skipped; `apt-get update` runs once.
 # Usage (as root): scripts/bootstrap.sh [--minimal]
-#   --minimal  only what core/ and sim/ need (no LibTorch, no notebooks, no browser)
+#   --minimal  only what the build without LibTorch needs (no LibTorch, no notebooks, no browser)
 set -euo pipefail
 
 CORE_PKGS=(

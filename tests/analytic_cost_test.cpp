@@ -315,8 +315,8 @@ std::vector<Profile> shipped_profiles(const std::string& device) {
   return out;
 }
 
-// The figure the README gives: fitted on six of the seven H100 float32 profiles, the seventh
-// predicted, per task. Measured 26.5% overall (single overhead: 49.0%); the target of 10% is not
+// The figure docs/validation.md gives ("Roofline calibration"): fitted on six of the seven H100
+// float32 profiles, the seventh predicted, per task. Measured 26.5% overall (single overhead: 49.0%); the target of 10% is not
 // reached (calibration.hpp "What the model does not capture").
 TEST(Calibration, ShippedH100ProfilesLeaveOneModelOut) {
   const std::vector<Profile> measured = shipped_profiles("h100-sxm");
