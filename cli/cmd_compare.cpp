@@ -25,30 +25,21 @@ bool is_timeline(const Json& doc) {
   return doc.is_object() && doc.contains("traceEvents");
 }
 
-double median_step_s(const Metrics& m) {
-  // A run's median step: one stalled step of a noisy VM (we saw 518 ms among 437 ms ones) moves
-  // the steady mean by several percent and its median not at all.
-  return m.iteration_time_median_s > 0 ? m.iteration_time_median_s : m.iteration_time_s;
-}
-
-// The range of the plan's predictions: `first_s` (the positional one's median step) and
-// --also-predicted's.
-RunSpread prediction_spread(const CompareArgs& a, bool timelines, double first_s, int stages,
-                            bool async, double samples) {
-  if (a.also_predicted.empty()) return {};
-  std::vector<double> times{first_s};
+// The metrics of --also-predicted's predictions.
+std::vector<Metrics> also_predicted(const CompareArgs& a, bool timelines, int stages, bool async,
+                                    double samples) {
+  std::vector<Metrics> out;
   for (const auto& path : a.also_predicted) {
     const Json doc = load_json_file(path);
     if (is_timeline(doc) != timelines) {
       throw InputError("compare: give timelines only or metrics files only, not one of each (" +
                        path + ")");
     }
-    times.push_back(
-        median_step_s(timelines ? compute_metrics(timeline_from_chrome_trace(JsonView(doc, path)),
-                                                  stages, async, samples)
-                                : metrics_from_json(JsonView(doc, path))));
+    out.push_back(timelines ? compute_metrics(timeline_from_chrome_trace(JsonView(doc, path)),
+                                              stages, async, samples)
+                            : metrics_from_json(JsonView(doc, path)));
   }
-  return run_spread(times, nullptr);
+  return out;
 }
 
 void run_compare(const CompareArgs& a) {
@@ -81,18 +72,18 @@ void run_compare(const CompareArgs& a) {
     for (size_t i = 0; i < runs.size(); ++i)
       metrics.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
   }
-  std::vector<double> times;
-  for (const auto& m : metrics) times.push_back(median_step_s(m));
-  size_t mid = 0;
-  const RunSpread spread = run_spread(times, &mid);
   const Metrics predicted = timelines ? compute_metrics(tp, stages, async, samples)
                                       : metrics_from_json(JsonView(p, a.predicted));
-  const RunSpread predictions =
-      prediction_spread(a, timelines, median_step_s(predicted), stages, async, samples);
+  std::vector<Metrics> predictions{predicted};
+  for (auto& m : also_predicted(a, timelines, stages, async, samples)) predictions.push_back(m);
+  // The median run, the runs' spread and the predictions' (core/compare.hpp), as the report's
+  // groups of runs and predictions get them (report/run_compare.hpp).
+  const Repeats rep = repeats_of(metrics, predictions);
+  const size_t mid = rep.median_run;
   Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)
                            : compare_metrics(predicted, metrics[mid], a.skip);
-  if (spread.runs > 1) c.spread = spread;
-  if (predictions.runs > 1) c.predictions = predictions;
+  c.spread = rep.runs;
+  c.predictions = rep.predictions;
   std::fputs(render_comparison(c).c_str(), stdout);
 }
 

@@ -1,6 +1,7 @@
 // `pipetwin report DIR -o report.html`: one self-contained HTML page over a results folder
 // (report/html.hpp): Gantt charts of simulated and measured timelines side by side, metrics
-// and their comparison, sweep charts, reproduction tables. Files it cannot use are skipped with
+// and their comparison (with repeated runs and predictions, `compare`'s noise verdict, printed
+// here too), sweep charts, reproduction tables. Files it cannot use are skipped with
 // a warning line each on stderr; a folder with nothing usable is a one-line error (exit 2).
 // `pipetwin report --schedule-choice sweep.csv` prints the page's "Schedule choice by
 // micro-batch count" tables as text instead (report/schedule_choice.hpp), for a terminal.
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "report/html.hpp"
 #include "report/html_tables.hpp"
+#include "report/run_compare.hpp"
 #include "report/schedule_choice.hpp"
 
 namespace pipetwin::cli {
@@ -134,10 +136,19 @@ void run_report(const ReportArgs& a) {
   size_t pairs = 0, timelines = 0;
   for (const auto& g : in.runs) {
     pairs += g.paired() ? 1 : 0;
-    for (const auto& t : g.timeline) timelines += t ? 1 : 0;
+    for (const auto& role : g.members) {
+      for (const auto& m : role) timelines += m.timeline ? 1 : 0;
+    }
   }
   std::printf("%s: %zu runs (%zu timelines, %zu side-by-side pairs), %zu CSV tables, %zu skipped\n",
               a.out.c_str(), in.runs.size(), timelines, pairs, in.csvs.size(), in.warnings.size());
+  // Runs measured or predicted several times: the page's verdict in one line each.
+  for (const auto& g : in.runs) {
+    if (!g.repeated()) continue;
+    if (const auto c = report::compare_run_group(g)) {
+      std::printf("  %s: %s\n", g.key.c_str(), report::verdict_summary(*c).c_str());
+    }
+  }
 }
 
 }  // namespace

@@ -53,6 +53,24 @@ RunSpread run_spread(const std::vector<double>& t, size_t* median_run) {
   return s;
 }
 
+double median_step_s(const Metrics& m) {
+  return m.iteration_time_median_s > 0 ? m.iteration_time_median_s : m.iteration_time_s;
+}
+
+Repeats repeats_of(const std::vector<Metrics>& runs, const std::vector<Metrics>& predictions) {
+  auto times = [](const std::vector<Metrics>& ms) {
+    std::vector<double> t;
+    for (const auto& m : ms) t.push_back(median_step_s(m));
+    return t;
+  };
+  Repeats r;
+  const RunSpread spread = run_spread(times(runs), &r.median_run);
+  if (spread.runs > 1) r.runs = spread;
+  const RunSpread p = run_spread(times(predictions), nullptr);
+  if (p.runs > 1) r.predictions = p;
+  return r;
+}
+
 double ranges_apart_probability(int m, int n) {
   if (m < 1 || n < 1) return 1;
   double choose = 1;  // C(m + n, m), built up as C(n + i, i) for i = 1..m
@@ -146,6 +164,42 @@ const CompareRow& spread_row(const Comparison& c) {
 
 }  // namespace
 
+NoiseVerdict noise_verdict(const Comparison& c) {
+  NoiseVerdict v;
+  if (c.spread.runs <= 1 || c.summary.empty()) {
+    v.text =
+        "run-to-run spread: one measured run (give several to see how far runs of the plan "
+        "land apart)";
+    return v;
+  }
+  const RunSpread &r = c.spread, &p = c.predictions;
+  v.error = spread_row(c).error();
+  v.text = fmt::format("run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}",
+                       r.runs, value(r.low_s, "s"), value(r.high_s, "s"), value(r.median_s, "s"));
+  if (p.runs > 1) {
+    v.kind = NoiseVerdict::kRanges;
+    v.within = p.low_s <= r.high_s && r.low_s <= p.high_s;
+    v.predictions_median_error = (p.median_s - r.median_s) / r.median_s;
+    v.apart_probability = ranges_apart_probability(p.runs, r.runs);
+    v.text += fmt::format(
+        "); {} predictions from profiles measured at different times: {} .. {} (median {}); the "
+        "error {:+.1f}% ({:+.1f}% for the predictions' median) is {}; ranges of {} and {} draws "
+        "of one noise are apart {:.1f}% of the time",
+        p.runs, value(p.low_s, "s"), value(p.high_s, "s"), value(p.median_s, "s"), v.error * 100,
+        v.predictions_median_error * 100,
+        v.within ? "within the noise: the two ranges overlap"
+                 : "outside the noise: the two ranges do not overlap",
+        p.runs, r.runs, v.apart_probability * 100);
+  } else {
+    v.kind = NoiseVerdict::kRunSpread;
+    const double w = r.half_width();
+    v.within = std::fabs(v.error) <= w;
+    v.text += fmt::format(", +-{:.1f}%); the error {:+.1f}% is {}", w * 100, v.error * 100,
+                          v.within ? "within it: not told from noise" : "outside it");
+  }
+  return v;
+}
+
 std::string render_comparison(const Comparison& c) {
   std::string out = table(c.summary);
   if (!c.actions.empty()) out += "\n" + table(c.actions);
@@ -153,32 +207,7 @@ std::string render_comparison(const Comparison& c) {
   out += fmt::format("\niteration-time error: median {:.1f}%, worst {:.1f}% (iteration {})\n",
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
-  if (c.spread.runs > 1 && !c.summary.empty()) {
-    const RunSpread &r = c.spread, &p = c.predictions;
-    const double e = spread_row(c).error(), w = r.half_width();
-    out += fmt::format("run-to-run spread: {} runs, median-step iteration time {} .. {} (median {}",
-                       r.runs, value(r.low_s, "s"), value(r.high_s, "s"), value(r.median_s, "s"));
-    if (p.runs > 1) {
-      const bool overlap = p.low_s <= r.high_s && r.low_s <= p.high_s;
-      out += fmt::format(
-          "); {} predictions from profiles measured at different times: {} .. {} (median {}); the "
-          "error {:+.1f}% ({:+.1f}% for the predictions' median) is {}; ranges of {} and {} draws "
-          "of one noise are apart {:.1f}% of the time\n",
-          p.runs, value(p.low_s, "s"), value(p.high_s, "s"), value(p.median_s, "s"), e * 100,
-          (p.median_s - r.median_s) / r.median_s * 100,
-          overlap ? "within the noise: the two ranges overlap"
-                  : "outside the noise: the two ranges do not overlap",
-          p.runs, r.runs, ranges_apart_probability(p.runs, r.runs) * 100);
-    } else {
-      out += fmt::format(", +-{:.1f}%); the error {:+.1f}% is {}\n", w * 100, e * 100,
-                         std::fabs(e) <= w ? "within it: not told from noise" : "outside it");
-    }
-  } else {
-    out +=
-        "run-to-run spread: one measured run (give several to see how far runs of the plan "
-        "land apart)\n";
-  }
-  return out;
+  return out + noise_verdict(c).text + "\n";
 }
 
 }  // namespace pipetwin

@@ -28,9 +28,9 @@ struct CompareRow {
   std::string unit;      // "s", "bytes", "fraction", "samples/s"
 };
 
-// The iteration time (each run's median step) of several measured runs of one plan: how far apart runs of the same
-// plan land on this machine (a VM's: 304 to 357 ms for four runs of one plan), so that a
-// prediction error inside it cannot be told from noise.
+// The iteration time (each run's median step) of several measured runs of one plan: how far apart
+// runs of the same plan land on this machine (a VM's: 304 to 357 ms for four runs of one plan), so
+// that a prediction error inside it cannot be told from noise.
 struct RunSpread {
   int runs = 0;  // 0: one measured run, no spread known
   double low_s = 0, median_s = 0, high_s = 0;
@@ -41,6 +41,21 @@ struct RunSpread {
 // The spread of `iteration_times_s` (one per run); the index of the median run (the lower
 // middle one for an even count) in `*median_run`.
 RunSpread run_spread(const std::vector<double>& iteration_times_s, size_t* median_run);
+
+// A run's iteration time for the spreads: its median step, or the steady mean where the metrics
+// have no median. One stalled step of a noisy VM (518 ms among 437 ms ones) moves the steady
+// mean by several percent and the median step not at all.
+double median_step_s(const Metrics& m);
+
+// Several runs and predictions of one plan, as `pipetwin compare` and `pipetwin report` take
+// them: the runs' spread and which run is the median one (the one a prediction is compared
+// with), and the predictions' spread. `predictions` starts with the one compared.
+struct Repeats {
+  RunSpread runs;         // runs.runs == 0 for fewer than two runs
+  RunSpread predictions;  // predictions.runs == 0 for fewer than two predictions
+  size_t median_run = 0;  // index into the runs given
+};
+Repeats repeats_of(const std::vector<Metrics>& runs, const std::vector<Metrics>& predictions);
 
 // How often the ranges of m and n draws of one continuous noise do not overlap: all m below all
 // n, or all above, 2 / C(m + n, m) (every order of the m + n draws is equally likely). It is the
@@ -67,6 +82,23 @@ struct Comparison {
 Comparison compare_timelines(const Timeline& predicted, const Timeline& measured, int num_stages,
                              bool async, double samples_per_step, int skip_first = 1);
 Comparison compare_metrics(const Metrics& predicted, const Metrics& measured, int skip_first = 1);
+
+// What the spreads say of the error: the last line of render_comparison, and the verdict of
+// each prediction/measurement group in `pipetwin report`.
+struct NoiseVerdict {
+  enum Kind {
+    kOneRun,     // no spread known: one measured run
+    kRunSpread,  // the error against the runs' +-half width
+    kRanges,     // the predictions' range against the runs' range
+  };
+  Kind kind = kOneRun;
+  double error = 0;  // median-step iteration time, the prediction against the median run
+  double predictions_median_error = 0;  // kRanges: the predictions' median against it
+  bool within = false;           // kRunSpread: |error| <= half width; kRanges: ranges overlap
+  double apart_probability = 1;  // kRanges: ranges_apart_probability(predictions, runs)
+  std::string text;              // the line, without its newline
+};
+NoiseVerdict noise_verdict(const Comparison& c);
 
 std::string render_comparison(const Comparison& c);
 

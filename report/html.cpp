@@ -1,12 +1,16 @@
 #include "report/html.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "core/json_io.hpp"
 #include "report/html_schedule_choice.hpp"
 #include "report/html_tables.hpp"
+#include "report/run_compare.hpp"
 
 namespace pipetwin::report {
 
@@ -39,9 +43,10 @@ struct Page {
   const ReportOptions& opt;
   Json gantts = Json::array();
   Json charts = Json::array();
+  std::vector<std::optional<RunComparison>> compared = {};  // of in.runs (run_compare.hpp)
 
-  std::string gantt_host(const TimelineFile& f, const char* role, double scale_end_s);
-  std::string run_comparison(const RunGroup& g);
+  std::string gantt_host(const TimelineFile& f, const std::string& role_html, double scale_end_s);
+  std::string run_comparison(size_t index, const RunGroup& g);
   std::string run_article(size_t index, const RunGroup& g);
   std::string runs_section();
   std::string sweep_article(const CsvFile& f);
@@ -51,11 +56,12 @@ struct Page {
   std::string render();
 };
 
-std::string Page::gantt_host(const TimelineFile& f, const char* role, double scale_end_s) {
+std::string Page::gantt_host(const TimelineFile& f, const std::string& role_html,
+                             double scale_end_s) {
   const Gantt& g = f.gantt;
   const size_t index = gantts.size();
   gantts.push_back(gantt_to_json(g, scale_end_s));
-  std::string caption = fmt::format("<b>{}</b> <code>{}</code>", role, html_escape(f.path));
+  std::string caption = fmt::format("{} <code>{}</code>", role_html, html_escape(f.path));
   if (!g.schedule.empty()) caption += " · " + html_escape(g.schedule);
   caption += fmt::format(" · idle {} of compute rows · {} of communication overlapped",
                          fmt_percent(g.idle_fraction), fmt_percent(g.overlap_fraction));
@@ -73,41 +79,50 @@ std::string Page::gantt_host(const TimelineFile& f, const char* role, double sca
       caption, index);
 }
 
-std::string Page::run_comparison(const RunGroup& g) {
-  const auto& p = g.metrics[kPredicted];
-  const auto& m = g.metrics[kMeasured];
-  if (!p || !m) return "";
-  Comparison c = compare_metrics(p->metrics, m->metrics);
-  const auto& tp = g.timeline[kPredicted];
-  const auto& tm = g.timeline[kMeasured];
-  if (tp && tm && tp->timeline && tm->timeline) {
-    const double samples = g.samples_per_step > 0 ? g.samples_per_step : 1;
-    c.actions = compare_timelines(*tp->timeline, *tm->timeline, timeline_stages(*tp->timeline),
-                                  timeline_async(*tp->timeline), samples)
-                    .actions;
-  }
-  return "<h4>prediction next to measurement</h4>" + comparison_html(c);
+std::string Page::run_comparison(size_t index, const RunGroup& g) {
+  if (index >= compared.size() || !compared[index]) return "";
+  const RunComparison& rc = *compared[index];
+  const NoiseVerdict& v = rc.verdict;
+  const char* cls = v.kind == NoiseVerdict::kOneRun ? "one-run" : v.within ? "within" : "outside";
+  std::string out = "<h4>prediction next to measurement</h4>";
+  out += fmt::format("<p class=\"verdict {}\" data-verdict=\"{}\">{}</p>", cls, cls,
+                     html_escape(v.text));
+  if (g.repeated()) out += members_html(g);
+  return out + comparison_html(rc.comparison);
+}
+
+// A Gantt caption's role: "<b>measured</b> · median of 4 runs", "<b>predicted</b> · 1 of 5
+// predictions".
+std::string role_caption(const RunGroup& g, Role r) {
+  const size_t n = g.members[r].size();
+  const std::string role = fmt::format("<b>{}</b>", role_name(r));
+  if (n < 2) return role;
+  return role + (r == kMeasured ? fmt::format(" · median of {} runs", n)
+                                : fmt::format(" · 1 of {} predictions", n));
 }
 
 std::string Page::run_article(size_t index, const RunGroup& g) {
   std::string out =
       fmt::format("<article class=\"run\" id=\"run-{}\"><h3>{}</h3>", index, html_escape(g.key));
-  out += run_comparison(g);
+  out += run_comparison(index, g);
   out += "<div class=\"side-by-side\">";
   for (Role r : {kPredicted, kMeasured}) {
-    if (!g.metrics[r]) continue;
+    const MetricsFile* m = g.metrics(r);
+    if (!m) continue;
     out += fmt::format("<div><h4>{} metrics <code>{}</code></h4>{}</div>", role_name(r),
-                       html_escape(g.metrics[r]->path), metrics_html(*g.metrics[r]));
+                       html_escape(m->path), metrics_html(*m));
   }
   out += "</div>";
   double scale_end = 0;
-  for (const auto& t : g.timeline) {
-    if (t) scale_end = std::max(scale_end, t->gantt.end_s);
+  for (Role r : {kPredicted, kMeasured}) {
+    if (const TimelineFile* t = g.timeline(r)) scale_end = std::max(scale_end, t->gantt.end_s);
   }
-  if (g.timeline[kPredicted] || g.timeline[kMeasured]) {
+  if (g.timeline(kPredicted) || g.timeline(kMeasured)) {
     out += fmt::format("<div class=\"gantt-group{}\">", g.paired() ? " pair" : "");
     for (Role r : {kPredicted, kMeasured}) {
-      if (g.timeline[r]) out += gantt_host(*g.timeline[r], role_name(r), scale_end);
+      if (const TimelineFile* t = g.timeline(r)) {
+        out += gantt_host(*t, role_caption(g, r), scale_end);
+      }
     }
     out += "</div>";
   }
@@ -116,9 +131,15 @@ std::string Page::run_article(size_t index, const RunGroup& g) {
 
 std::string Page::runs_section() {
   if (in.runs.empty()) return "";
+  for (const auto& g : in.runs) compared.push_back(compare_run_group(g));
   std::string out =
       "<section id=\"runs\"><h2>Runs: prediction and measurement</h2>" +
-      runs_overview_html(in.runs) +
+      runs_overview_html(in.runs, compared) +
+      "<p class=\"note\">A run measured several times (<code>X.run1</code>, "
+      "<code>X.run2</code>, ...) is compared with its median run, and predicted from profiles "
+      "measured between the runs (<code>X.sim-1</code>, ...) too: the error is noise where the "
+      "predictions' range and the runs' range overlap (<code>pipetwin compare</code>'s "
+      "verdict).</p>" +
       "<p class=\"note\">Gantt charts: one row per device stream, one bar per action (number: "
       "micro-batch). Hatched: compute idle (bubble). Green strip under a transfer: the part "
       "hidden behind the same device's compute. Hover a bar for details.</p>";

@@ -4,9 +4,11 @@
 // report.js, embedded at build time), its charts are SVG drawn by that script from a JSON block
 // in the page, and a Content-Security-Policy forbids fetching anything. It shows, in order:
 //   runs         an overview table, then per run (report/scan.hpp) its prediction next to
-//                its measurement (core/compare.hpp), the metrics, and the Gantt charts of its
-//                timelines side by side on one time axis, with bubbles and overlap shaded
-//                (report/gantt.hpp)
+//                its measurement (core/compare.hpp) with `pipetwin compare`'s noise verdict
+//                (report/run_compare.hpp; for repeated runs and predictions, their table and
+//                the comparison with the median run), the per-action error table, the metrics,
+//                and the Gantt charts of the prediction and the (median) measurement side by
+//                side on one time axis, with bubbles and overlap shaded (report/gantt.hpp)
 //   schedule choice  for a sweep of two or more schedules over several micro-batch counts M:
 //                the fastest schedule that fits per M, where the choice flips, and iteration time
 //                and peak memory against M per schedule (report/html_schedule_choice.hpp)

@@ -87,22 +87,23 @@ std::string value(double v, const std::string& unit) {
   return fmt_number(v) + (unit.empty() ? "" : " " + unit);
 }
 
-std::string side_cells(const std::optional<MetricsFile>& m, double (*get)(const Metrics&),
+std::string side_cells(const MetricsFile* m, double (*get)(const Metrics&),
                        std::string (*show)(double)) {
   return m ? td(show(get(m->metrics)), true) : td("", true);
 }
 
 }  // namespace
 
-std::string runs_overview_html(const std::vector<RunGroup>& runs) {
+std::string runs_overview_html(const std::vector<RunGroup>& runs,
+                               const std::vector<std::optional<RunComparison>>& compared) {
   std::string out = "<table class=\"overview\"><thead>";
   out += th_row({"run", "schedule", "predicted iteration", "measured iteration", "error",
-                 "predicted bubble", "measured bubble"});
+                 "predicted bubble", "measured bubble", "noise"});
   out += "</thead><tbody>";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunGroup& g = runs[i];
-    const auto& p = g.metrics[kPredicted];
-    const auto& m = g.metrics[kMeasured];
+    const MetricsFile* p = g.metrics(kPredicted);
+    const MetricsFile* m = g.metrics(kMeasured);
     const std::string schedule = p ? p->metrics.schedule : m ? m->metrics.schedule : "";
     auto iter = [](const Metrics& x) { return x.iteration_time_s; };
     auto bubble = [](const Metrics& x) { return x.bubble_fraction; };
@@ -114,7 +115,35 @@ std::string runs_overview_html(const std::vector<RunGroup>& runs) {
     } else {
       out += td("");
     }
-    out += side_cells(p, bubble, fmt_percent) + side_cells(m, bubble, fmt_percent) + "</tr>";
+    out += side_cells(p, bubble, fmt_percent) + side_cells(m, bubble, fmt_percent);
+    const bool c = i < compared.size() && compared[i];
+    out += td(c ? verdict_summary(*compared[i]) : "") + "</tr>";
+  }
+  return out + "</tbody></table>";
+}
+
+std::string members_html(const RunGroup& g) {
+  const MetricsFile* median = g.metrics(kMeasured);
+  const double ref = median ? median_step_s(median->metrics) : 0;
+  std::string out = "<table class=\"members\"><thead>";
+  out += th_row({"", "file", "median step", "vs the median run"}) + "</thead><tbody>";
+  for (Role r : {kPredicted, kMeasured}) {
+    for (size_t i = 0; i < g.members[r].size(); ++i) {
+      const RunMember& m = g.members[r][i];
+      const bool chosen = static_cast<int>(i) == g.chosen[r];
+      std::string what = r == kPredicted ? "prediction" : "run";
+      if (chosen) what = r == kPredicted ? "prediction compared" : "median run (compared)";
+      const std::string path = m.timeline ? m.timeline->path : m.metrics ? m.metrics->path : "";
+      out += fmt::format("<tr{}>", chosen ? " class=\"chosen\"" : "") + td(what) + "<td><code>" +
+             html_escape(path) + "</code></td>";
+      if (m.metrics) {
+        const double t = median_step_s(m.metrics->metrics);
+        out += td(fmt_seconds(t), true) + (ref > 0 ? error_cell((t - ref) / ref) : td("", true));
+      } else {
+        out += td("no metrics (not a pipetwin timeline)") + td("");
+      }
+      out += "</tr>";
+    }
   }
   return out + "</tbody></table>";
 }
@@ -180,8 +209,10 @@ std::string comparison_html(const Comparison& c) {
   }
   out += compare_rows(c.summary);
   if (!c.actions.empty()) {
-    out += "<details><summary>mean time per action kind and stage</summary>" +
-           compare_rows(c.actions) + "</details>";
+    out +=
+        "<details class=\"actions\" open><summary>error per action kind and stage (median "
+        "duration over the headline's iterations)</summary>" +
+        compare_rows(c.actions) + "</details>";
   }
   if (!c.iterations.empty()) {
     out +=

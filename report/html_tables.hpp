@@ -9,12 +9,14 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/compare.hpp"
 #include "core/metrics.hpp"
+#include "report/run_compare.hpp"
 #include "report/scan.hpp"
 
 namespace pipetwin::report {
@@ -30,11 +32,16 @@ std::string fmt_number(double v);
 // "+4.2 %" with the class ok/warn/bad, or "n/a" for a missing or infinite error.
 std::string error_cell(double relative_error);
 
-// One row per run: schedule, iteration time, throughput, bubble of each side, and the error.
-std::string runs_overview_html(const std::vector<RunGroup>& runs);
+// One row per run: schedule, iteration time and bubble of each side, the error, and the noise
+// verdict (`compared[i]` is run i's, report/run_compare.hpp).
+std::string runs_overview_html(const std::vector<RunGroup>& runs,
+                               const std::vector<std::optional<RunComparison>>& compared);
+// A group's predictions and measured runs: file, median step, and its difference from the median
+// run's; the pair drawn and compared marked.
+std::string members_html(const RunGroup& g);
 // The headline metrics and the per-device table of one metrics file.
 std::string metrics_html(const MetricsFile& m);
-// Predicted next to measured: summary, per-action means (timelines) and iteration errors.
+// Predicted next to measured: summary, per-action medians (timelines) and iteration errors.
 std::string comparison_html(const Comparison& c);
 // A CSV file as a table (at most `max_rows` rows, the rest counted); comparison CSVs get an
 // error column of their own and a headline of median and worst |error|.

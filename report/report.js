@@ -10,8 +10,9 @@
 //              device memory), winners (points ringed: the fastest that fits at each x),
 //              zero: false (the y axis need not start at 0)
 // Text from files is only ever set with textContent / setAttribute, never parsed as HTML.
-// When done, <body data-render-status="ok"> and the counts of drawn elements go to data-
-// attributes of <body> and to #pt-render-counts (read by tests/report_test.sh).
+// When done, <body data-render-status="ok"> and the counts of drawn elements (ganttPairs: the
+// prediction/measurement pairs with both charts drawn) go to data- attributes of <body> and to
+// #pt-render-counts (read by tests/report_test.sh and tests/report_main_job_test.sh).
 (function () {
   'use strict';
   var NS = 'http://www.w3.org/2000/svg';
@@ -333,13 +334,22 @@
     });
   }
 
+  // Side-by-side pairs with both charts drawn.
+  function pairs() {
+    var n = 0;
+    document.querySelectorAll('.gantt-group.pair').forEach(function (g) {
+      if (g.querySelectorAll('svg.gantt-svg').length === 2) n++;
+    });
+    return n;
+  }
+
   function count() {
     var q = function (sel) { return document.querySelectorAll(sel).length; };
     var counts = {
       ganttCharts: q('svg.gantt-svg'), ganttBars: q('rect.ev'), microBatchLabels: q('text.mb'),
       bubbles: q('rect.bubble'), overlaps: q('rect.overlap'),
       lineCharts: q('svg.line-svg'), lines: q('path.series'), points: q('circle.pt'),
-      unfitPoints: q('circle.pt.unfit'), flipMarks: q('line.flip-mark')
+      unfitPoints: q('circle.pt.unfit'), flipMarks: q('line.flip-mark'), ganttPairs: pairs()
     };
     Object.keys(counts).forEach(function (k) { body.dataset[k] = String(counts[k]); });
     document.getElementById('pt-render-counts').textContent = JSON.stringify(counts);

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <string_view>
 #include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "core/compare.hpp"
 #include "core/error.hpp"
 #include "core/json_io.hpp"
 #include "core/schedule/generators.hpp"
@@ -34,18 +37,87 @@ bool strip_suffix(std::string& s, std::initializer_list<std::string_view> words)
 
 }  // namespace
 
+namespace {
+
+// "run3", "sim-1", "measured_2" -> the role word and 3, 1, 2; "run" -> "run" and -1. False when
+// the digits are not preceded by a word or "-"/"_" is not followed by digits.
+bool split_number(std::string_view last, std::string_view& word, int& number) {
+  size_t d = last.size();
+  while (d > 0 && last[d - 1] >= '0' && last[d - 1] <= '9') --d;
+  word = last.substr(0, d);
+  number = -1;
+  if (d == last.size()) return true;
+  if (last.size() - d > 6) return false;  // not a repeat number
+  number = std::stoi(std::string(last.substr(d)));
+  if (!word.empty() && (word.back() == '-' || word.back() == '_')) word.remove_suffix(1);
+  return !word.empty();
+}
+
+bool is_one_of(std::string_view w, std::initializer_list<std::string_view> words) {
+  return std::find(words.begin(), words.end(), w) != words.end();
+}
+
+}  // namespace
+
 RunName parse_run_name(const std::string& relative_path) {
   RunName n;
   std::string s = relative_path;
   strip_suffix(s, {"json"});
   strip_suffix(s, {"timeline", "trace", "metrics", "plan"});
-  if (strip_suffix(s, {"predicted", "prediction", "simulated", "sim"})) {
-    n.role = kPredicted;
-  } else if (strip_suffix(s, {"measured", "measurement", "run", "real"})) {
-    n.role = kMeasured;
-  }
   n.key = s;
+  const size_t dot = s.rfind('.');
+  const size_t slash = s.rfind('/');
+  if (dot == std::string::npos || dot == 0 || (slash != std::string::npos && dot < slash + 2)) {
+    return n;  // no word before the last one: a bare role word is a name
+  }
+  std::string_view word;
+  int number = -1;
+  if (!split_number(std::string_view(s).substr(dot + 1), word, number)) return n;
+  if (is_one_of(word, {"predicted", "prediction", "simulated", "sim"})) {
+    n.role = kPredicted;
+  } else if (is_one_of(word, {"measured", "measurement", "run", "real"})) {
+    n.role = kMeasured;
+  } else {
+    return n;
+  }
+  n.number = number;
+  n.key = s.substr(0, dot);
   return n;
+}
+
+const RunMember* RunGroup::pick(Role r) const {
+  const int i = chosen[r];
+  return i >= 0 && static_cast<size_t>(i) < members[r].size() ? &members[r][static_cast<size_t>(i)]
+                                                              : nullptr;
+}
+
+const TimelineFile* RunGroup::timeline(Role r) const {
+  const RunMember* m = pick(r);
+  return m && m->timeline ? &*m->timeline : nullptr;
+}
+
+const MetricsFile* RunGroup::metrics(Role r) const {
+  const RunMember* m = pick(r);
+  return m && m->metrics ? &*m->metrics : nullptr;
+}
+
+int choose_member(const std::vector<RunMember>& members, bool prefer_unnumbered) {
+  if (members.empty()) return -1;
+  if (prefer_unnumbered) {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i].number < 0) return static_cast<int>(i);
+    }
+  }
+  // The same pick as `pipetwin compare`'s (core/compare.hpp repeats_of).
+  std::vector<Metrics> with;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (!members[i].metrics) continue;
+    with.push_back(members[i].metrics->metrics);
+    index.push_back(i);
+  }
+  if (with.empty()) return 0;
+  return static_cast<int>(index[repeats_of(with, {}).median_run]);
 }
 
 int timeline_stages(const Timeline& t) {
@@ -71,10 +143,21 @@ struct Scanner {
   std::map<std::string, RunGroup> runs;
   std::map<std::string, double> plan_batch;  // run key -> batch size
 
-  RunGroup& group(const std::string& key) {
-    auto& g = runs[key];
-    g.key = key;
-    return g;
+  // The member of run n.key with `role` and n.number, added when new.
+  RunMember& member(const RunName& n, Role role) {
+    auto& g = runs[n.key];
+    g.key = n.key;
+    auto& list = g.members[role];
+    for (auto& m : list) {
+      if (m.number == n.number) return m;
+    }
+    list.push_back(RunMember{n.number, std::nullopt, std::nullopt});
+    return list.back();
+  }
+
+  static std::string who(const RunName& n, Role role) {
+    return n.number < 0 ? fmt::format("run \"{}\"", n.key)
+                        : fmt::format("run \"{}\" {} {}", n.key, role_name(role), n.number);
   }
 
   void warn(const std::string& rel, const std::string& why) {
@@ -100,9 +183,9 @@ struct Scanner {
       f.gantt = gantt_from_chrome_trace(view, options.max_events);
     }
     const Role role = role_of(n, f.gantt.source);
-    auto& slot = group(n.key).timeline[role];
+    auto& slot = member(n, role).timeline;
     if (slot) {
-      warn(rel, fmt::format("run \"{}\" already has a {} timeline ({})", n.key, role_name(role),
+      warn(rel, fmt::format("{} already has a {} timeline ({})", who(n, role), role_name(role),
                             slot->path));
       return;
     }
@@ -113,9 +196,9 @@ struct Scanner {
     const RunName n = parse_run_name(rel);
     MetricsFile f{rel, false, metrics_from_json(JsonView(doc, rel))};
     const Role role = role_of(n, f.metrics.source);
-    auto& slot = group(n.key).metrics[role];
+    auto& slot = member(n, role).metrics;
     if (slot) {
-      warn(rel, fmt::format("run \"{}\" already has {} metrics ({})", n.key, role_name(role),
+      warn(rel, fmt::format("{} already has {} metrics ({})", who(n, role), role_name(role),
                             slot->path));
       return;
     }
@@ -171,17 +254,24 @@ struct Scanner {
   void finish();
 };
 
-// Derives metrics for timelines that came without a metrics file, and orders the runs.
+// Derives metrics for timelines that came without a metrics file, orders each role's members
+// (the unnumbered first, then by number), picks the pair to draw, and orders the runs.
 void Scanner::finish() {
   for (auto& [key, g] : runs) {
     if (auto it = plan_batch.find(key); it != plan_batch.end()) g.samples_per_step = it->second;
+    const double samples = g.samples_per_step > 0 ? g.samples_per_step : 1;
     for (Role r : {kPredicted, kMeasured}) {
-      const auto& tl = g.timeline[r];
-      if (g.metrics[r] || !tl || !tl->timeline) continue;
-      const double samples = g.samples_per_step > 0 ? g.samples_per_step : 1;
-      g.metrics[r] = MetricsFile{tl->path, true,
-                                 compute_metrics(*tl->timeline, timeline_stages(*tl->timeline),
-                                                 timeline_async(*tl->timeline), samples)};
+      auto& list = g.members[r];
+      std::stable_sort(list.begin(), list.end(),
+                       [](const RunMember& a, const RunMember& b) { return a.number < b.number; });
+      for (auto& m : list) {
+        const auto& tl = m.timeline;
+        if (m.metrics || !tl || !tl->timeline) continue;
+        m.metrics = MetricsFile{tl->path, true,
+                                compute_metrics(*tl->timeline, timeline_stages(*tl->timeline),
+                                                timeline_async(*tl->timeline), samples)};
+      }
+      g.chosen[r] = choose_member(list, r == kPredicted);
     }
     out.runs.push_back(std::move(g));
   }

@@ -5,7 +5,9 @@
 #   2. a what-if on a paper-size cluster: the same model planned with three schedules, simulated;
 #   3. with LibTorch: the same loop for real on this machine (ViT-tiny on its two cores, profiled
 #      here first), prediction next to measurement;
-#   4. one HTML report over all of it (results/main/report.html).
+#   4. one HTML report over all of it (results/main/report.html); it groups vit.sim, vit.run<N>
+#      and vit.sim-<N> (report/scan.hpp) and shows the prediction beside the median run with
+#      the verdict `compare` prints below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PIPETWIN_BIN:-build/pipetwin}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every check CI runs (.ci/run calls this after scripts/build.sh):
+#   0. the layer order of the includes (scripts/check_layers.py; docs/design.md "Layout");
 #   1. every test suite of build/ (GoogleTest suites, CLI checks, report page, notebooks), then
 #      the executor's and models' suites again with the CPU dispatch capped at AVX2;
 #   2. the suites without LibTorch under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -12,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${PIPETWIN_JOBS:-$(nproc)}
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+
+step "layer order (scripts/check_layers.py)"
+python3 scripts/check_layers.py
 
 step "tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600

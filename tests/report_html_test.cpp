@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "report/html_tables.hpp"
+#include "report/run_compare.hpp"
+#include "report_test_util.hpp"
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 
@@ -104,6 +106,43 @@ TEST_F(ReportPage, TextFromFilesIsEscaped) {
   // The comparison headline: errors +20 % and 0 %.
   EXPECT_NE(page.find("2 rows compared (ours vs paper): median |error| 10.0 %, worst 20.0 %"),
             std::string::npos);
+}
+
+// scripts/main-job.sh's ViT files: one group, its prediction beside its median run, the verdict
+// line of `pipetwin compare`, the members and the per-action error table.
+TEST(ReportPageRepeats, MainJobFolderShowsThePairAndTheVerdict) {
+  test::TempDir dir;
+  pipetwin::testing::write_main_job_folder(dir, {1.08, 1.02, 1.15, 1.05}, {0.98, 1.03, 1.01, 0.97});
+  const ReportInputs in = scan_results(dir.path().string(), {});
+  const std::string page = render_report(in, {});
+  EXPECT_EQ(count(page, "class=\"gantt-group pair\""), 1u);
+  EXPECT_EQ(count(page, "data-gantt=\""), 2u);  // the other runs are listed, not drawn
+  EXPECT_EQ(count(page, "<article class=\"run\""), 1u);
+  const auto rc = compare_run_group(in.runs.at(0));
+  ASSERT_TRUE(rc);
+  EXPECT_NE(page.find("<p class=\"verdict within\" data-verdict=\"within\">" +
+                      html_escape(rc->verdict.text) + "</p>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<td>within the noise (4 runs, 5 predictions)</td>"), std::string::npos);
+  EXPECT_NE(page.find("<b>measured</b> · median of 4 runs <code>vit.run4.trace.json</code>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<b>predicted</b> · 1 of 5 predictions <code>vit.sim.trace.json</code>"),
+            std::string::npos);
+  // The members: 5 predictions and 4 runs; the median run's row marked, 0 against itself.
+  EXPECT_EQ(count(page, "<tr class=\"chosen\">"), 2u);
+  EXPECT_NE(page.find("<td>median run (compared)</td><td><code>vit.run4.trace.json</code></td>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<code>vit.run3.trace.json</code></td><td class=\"num\">"),
+            std::string::npos);
+  EXPECT_NE(page.find("<details class=\"actions\" open>"), std::string::npos);
+  EXPECT_NE(page.find("<td>stage 1 backward</td>"), std::string::npos);
+  // Both drawn timelines share one time axis: the median run's end.
+  const size_t a = page.find("id=\"pt-data\">") + 13;
+  const Json data = parse_json_text(page.substr(a, page.find("</script>", a) - a), "pt-data");
+  ASSERT_EQ(data["gantts"].size(), 2u);
+  EXPECT_EQ(data["gantts"][0]["scale_end_us"], data["gantts"][1]["scale_end_us"]);
+  EXPECT_NEAR(data["gantts"][1]["scale_end_us"].get<double>(),
+              1e6 * in.runs[0].timeline(kMeasured)->gantt.end_s, 1e-3);
 }
 
 TEST_F(ReportPage, WrittenAtomically) {

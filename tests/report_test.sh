@@ -77,7 +77,7 @@ rc=$?
 [[ $rc -eq 2 && $(wc -l <"$tmp/err3") -eq 1 ]] || { cat "$tmp/err3"; die "missing folder: exit $rc"; }
 
 # What the script should draw, from the files themselves.
-read -r want_bars want_gantts <<<"$(python3 - "$res" <<'PY'
+read -r want_bars want_gantts <<<"$(/usr/bin/python3 - "$res" <<'PY'
 import json, sys, glob
 files = [f for f in glob.glob(sys.argv[1] + "/**/*.json", recursive=True)
          if f.endswith((".timeline.json", ".trace.json"))]
@@ -86,7 +86,7 @@ print(bars, len(files))
 PY
 )"
 # Sweep: 2 metric columns; lines stages=2, stages=4; 5 points with values per chart.
-want="ganttCharts=$want_gantts ganttBars=$want_bars lineCharts=2 lines=4 points=10"
+want="ganttCharts=$want_gantts ganttPairs=1 ganttBars=$want_bars lineCharts=2 lines=4 points=10"
 
 chrome() {
   timeout 60 "$browser" --headless=new --disable-gpu --no-sandbox --disable-dev-shm-usage \
@@ -95,7 +95,7 @@ chrome() {
 chrome --screenshot="$tmp/shot.png" "file://$tmp/report.html" >/dev/null 2>&1
 chrome --enable-logging=stderr --v=0 --dump-dom "file://$tmp/report.html" >"$tmp/dom.html" 2>"$tmp/console.log"
 
-python3 - "$tmp" "$want" <<'PY' || fail=1
+/usr/bin/python3 - "$tmp" "$want" <<'PY' || fail=1
 import re, struct, sys
 tmp, want = sys.argv[1], dict(kv.split("=") for kv in sys.argv[2].split())
 ok = True
