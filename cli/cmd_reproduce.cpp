@@ -21,13 +21,13 @@ struct ReproduceArgs {
 };
 
 void run_reproduce(const ReproduceArgs& a) {
-  if (a.id == "list") {
-    for (const auto& e : sim::repro_entries())
-      std::printf("%-18s %s\n", e->id().c_str(), e->title().c_str());
-    return;
-  }
   sim::ReproContext ctx{load_catalog(a.catalog),
                         a.reference.empty() ? sim::default_reference_dir() : a.reference};
+  if (a.id == "list") {  // the titles come from the entries' data files
+    for (const auto& e : sim::repro_entries())
+      std::printf("%-18s %s\n", e->id().c_str(), e->title(ctx).c_str());
+    return;
+  }
   std::vector<const sim::ReproEntry*> todo;
   if (a.id == "all") {
     for (const auto& e : sim::repro_entries()) todo.push_back(e.get());

@@ -68,7 +68,9 @@ TEST(ReproduceTorchgpipe, UNetMemoryIsTheReservedPeakAndEveryMissIsExplained) {
 
 TEST(ReproduceTorchgpipe, ReservedPeakIsTheWalksTensorsOverOneMinusFragmentationUpToTheGpu) {
   const Catalog catalog = Catalog::load(Catalog::default_dir());
-  torchgpipe::Setup plain{&catalog, load_cluster(torchgpipe::kCluster, catalog), std::nullopt};
+  const torchgpipe::Data data =
+      torchgpipe::load_data(ReproContext{catalog, default_reference_dir()});
+  torchgpipe::Setup plain{&catalog, load_cluster(data.cluster, catalog), std::nullopt};
   const FrameworkMemory* fw = FrameworkCatalog::load_dir(catalog.dir()).for_device("tesla-p40");
   ASSERT_NE(fw, nullptr);
   torchgpipe::Setup pytorch = plain;

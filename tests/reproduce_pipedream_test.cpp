@@ -32,9 +32,16 @@ ReproContext context() {
   return ReproContext{catalog(), default_reference_dir()};
 }
 
+// experiments/reference/pipedream-entry.json, once for the binary (outcomes point into it).
+const Data& data() {
+  static const Data d = load_data(context());
+  return d;
+}
+
 std::vector<Outcome> run_all() {
   std::vector<Outcome> out;
-  for (const auto& row : paper_rows(context())) out.push_back(run_row(catalog(), row));
+  for (const auto& row : paper_rows(context(), data()))
+    out.push_back(run_row(data(), catalog(), row));
   return out;
 }
 
@@ -46,12 +53,12 @@ const std::vector<Outcome>& outcomes() {
 
 // The entry's result from those outcomes (the registry's entry runs the same: result_of).
 const ReproResult& result() {
-  static const ReproResult r = result_of(context(), outcomes());
+  static const ReproResult r = result_of(context(), data(), outcomes());
   return r;
 }
 
 const PaperRow& paper_row(const std::string& label) {
-  static const std::vector<PaperRow> rows = paper_rows(context());
+  static const std::vector<PaperRow> rows = paper_rows(context(), data());
   for (const auto& r : rows) {
     if (r.label() == label) return r;
   }
@@ -74,8 +81,8 @@ std::vector<const Outcome*> modelled() {
 }
 
 Workload workload(const PaperRow& row, int batch = 0) {
-  const ModelSetting& m = *find_model(row.model);
-  return Workload(catalog(), m, cluster_name(row, catalog()), batch > 0 ? batch : m.batch);
+  const ModelSetting& m = *find_model(data(), row.model);
+  return Workload(catalog(), m, cluster_name(data(), row, catalog()), batch > 0 ? batch : m.batch);
 }
 
 TEST(PipeDreamConfig, FormatsAsTable1Writes) {
@@ -96,7 +103,7 @@ TEST(PipeDreamConfig, ParsesWhatItFormats) {
   EXPECT_EQ(parse_config("15-1", 16, "t"), (std::vector<int>{15, 1}));
   EXPECT_EQ(parse_config("Straight", 4, "t"), (std::vector<int>{1, 1, 1, 1}));
   EXPECT_EQ(parse_config("16", 16, "t"), (std::vector<int>{16}));
-  for (const auto& r : paper_rows(context())) {
+  for (const auto& r : paper_rows(context(), data())) {
     EXPECT_EQ(format_config(parse_config(r.config, r.gpus(), "t")), r.config) << r.label();
   }
   EXPECT_EQ(test::input_error([] { parse_config("15-2", 16, "t.csv"); }),
@@ -108,12 +115,12 @@ TEST(PipeDreamConfig, ParsesWhatItFormats) {
 }
 
 TEST(PipeDreamReference, Table1LoadsWithItsSource) {
-  const ReferenceTable t = load_reference(context(), kReference);
+  const ReferenceTable t = load_reference(context(), data().reference);
   ASSERT_EQ(t.rows.size(), 14u);
   for (size_t r = 0; r < t.rows.size(); ++r) {
     EXPECT_EQ(t.cell(r, "source"), "PipeDream SOSP'19 Table 1") << r;
   }
-  const std::vector<PaperRow> rows = paper_rows(context());
+  const std::vector<PaperRow> rows = paper_rows(context(), data());
   ASSERT_EQ(rows.size(), 14u);
   EXPECT_EQ(rows[0].label(), "VGG-16, Cluster-A 4x4");
   EXPECT_EQ(rows[0].config, "15-1");
@@ -128,7 +135,7 @@ TEST(PipeDreamReference, Table1LoadsWithItsSource) {
 // V100 SXM2 on NVLink, one 25 Gbps interface each.
 TEST(PipeDreamReference, TheClustersAreSection51s) {
   const Cluster a =
-      load_cluster(cluster_name(paper_row("VGG-16, Cluster-A 4x4"), catalog()), catalog());
+      load_cluster(cluster_name(data(), paper_row("VGG-16, Cluster-A 4x4"), catalog()), catalog());
   EXPECT_EQ(a.name, "pipedream-cluster-a-4x4-v100");
   EXPECT_EQ(a.nodes * 10 + a.devices_per_node, 44);
   EXPECT_EQ(a.device.name, "v100-pcie-16gb");
@@ -139,13 +146,13 @@ TEST(PipeDreamReference, TheClustersAreSection51s) {
   ASSERT_TRUE(a.topology.has_value());
   EXPECT_EQ(a.topology->nics_per_node, 1);
   const Cluster b =
-      load_cluster(cluster_name(paper_row("VGG-16, Cluster-B 2x8"), catalog()), catalog());
+      load_cluster(cluster_name(data(), paper_row("VGG-16, Cluster-B 2x8"), catalog()), catalog());
   EXPECT_EQ(b.nodes * 10 + b.devices_per_node, 28);
   EXPECT_EQ(b.device.name, "v100-16gb");
   EXPECT_EQ(b.intra_node.name, "nvlink2-v100");
   EXPECT_EQ(b.inter_node.bandwidth, 25e9 / 8);
   EXPECT_EQ(b.topology->nics_per_node, 1);
-  EXPECT_EQ(cluster_name(paper_row("S2VT, Cluster-C 4x1"), catalog()), "");  // not shipped
+  EXPECT_EQ(cluster_name(data(), paper_row("S2VT, Cluster-C 4x1"), catalog()), "");  // not shipped
 }
 
 // The objective, priced here, is what pipedream-dp minimises: equal to the program's own value
@@ -154,8 +161,8 @@ TEST(PipeDreamObjective, IsThePartitionersOwn) {
   for (const char* label : {"VGG-16, Cluster-A 4x4", "AlexNet, Cluster-A 4x4"}) {
     SCOPED_TRACE(label);
     const PaperRow& row = paper_row(label);
-    const Workload s(catalog(), *find_model(row.model), cluster_name(row, catalog()),
-                     find_model(row.model)->batch);
+    const Workload s(catalog(), *find_model(data(), row.model),
+                     cluster_name(data(), row, catalog()), find_model(data(), row.model)->batch);
     const PipeDreamPlan plan = pipedream_plan(s.request());
     const double ours = objective_s(s.request(), plan.partition);
     EXPECT_NEAR(ours, plan.bottleneck_s, 1e-9 * ours);
@@ -171,8 +178,8 @@ TEST(PipeDreamObjective, IsThePartitionersOwn) {
 // summed over the layers from the cost model.
 TEST(PipeDreamObjective, DataParallelClosedForm) {
   const PaperRow& row = paper_row("ResNet-50, Cluster-B 2x8");
-  const ModelSetting& m = *find_model(row.model);
-  const Workload s(catalog(), m, cluster_name(row, catalog()), m.batch);
+  const ModelSetting& m = *find_model(data(), row.model);
+  const Workload s(catalog(), m, cluster_name(data(), row, catalog()), m.batch);
   const Partition dp = best_split(s.request(), {16});
   ASSERT_EQ(dp.num_stages(), 1);
   EXPECT_EQ(dp.replicas, std::vector<int>{16});
@@ -194,7 +201,7 @@ TEST(PipeDreamObjective, DataParallelClosedForm) {
 
 TEST(ReproducePipeDream, Table1HasARowPerConfiguration) {
   const ReproTable& t = testing::repro_table(result(), "table1-configs");
-  const std::vector<PaperRow> rows = paper_rows(context());
+  const std::vector<PaperRow> rows = paper_rows(context(), data());
   std::set<std::string> items;
   for (const auto& row : rows) {
     const Comparison& c = testing::repro_row(t, row.label(), "speedup over DP");
@@ -346,7 +353,7 @@ TEST(PipeDreamSim, TheObjectiveMispricesABorderAcrossServers) {
   EXPECT_EQ(b.priced.what, "border 0|1 (2 C)");
   EXPECT_EQ(b.remote, 12);
   EXPECT_EQ(b.cycle, 14);
-  const Cluster a = load_cluster(cluster_name(o.row, catalog()), catalog());
+  const Cluster a = load_cluster(cluster_name(data(), o.row, catalog()), catalog());
   EXPECT_NEAR(b.nic_s, 12.0 / 14 * b.priced.bytes / a.inter_node.bandwidth, 1e-12);
   EXPECT_GT(b.nic_s, o.ours.seconds[kObjective]);
   EXPECT_GE(o.ours.seconds[kSimulated], b.nic_s);
@@ -455,8 +462,9 @@ TEST(ReproducePipeDream, TheReadmeExplainsEveryDifferentPick) {
 // 10 GbE that makes data parallelism all-reduce bound and our pick the paper's 15-1.
 TEST(ReproducePipeDream, SmallerBatchMovesVgg16OnClusterAToThePapersPick) {
   const PaperRow& row = paper_row("VGG-16, Cluster-A 4x4");
-  EXPECT_EQ(pick_at_batch(catalog(), row, 32), (std::vector<int>{15, 1}));
-  EXPECT_THROW(pick_at_batch(catalog(), paper_row("GNMT-8, Cluster-A 1x4"), 64), InputError);
+  EXPECT_EQ(pick_at_batch(data(), catalog(), row, 32), (std::vector<int>{15, 1}));
+  EXPECT_THROW(pick_at_batch(data(), catalog(), paper_row("GNMT-8, Cluster-A 1x4"), 64),
+               InputError);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// `pipetwin reproduce pipetransformer` (studies/reproduce/pipetransformer*.cpp): the entry runs, its
-// rows exist with the paper's figures from experiments/reference, and the paper's qualitative
+// `pipetwin reproduce pipetransformer` (studies/reproduce/pipetransformer*.cpp): the entry runs,
+// its rows exist with the paper's figures from experiments/reference, and the paper's qualitative
 // results that our model reproduces hold — every setting trains faster than Pipe + DDP,
 // ImageNet's speedup above CIFAR-100's, the larger model spending a larger share on
 // communication, a larger alpha giving a larger speedup, AutoDP and AutoCache each adding to the
@@ -29,7 +29,8 @@ const Comparison& row(const ReproTable& t, const std::string& item, const std::s
 
 TEST(ReproducePipeTransformer, SettingsComeFromTable3) {
   const ReproContext ctx{Catalog::load(Catalog::default_dir()), default_reference_dir()};
-  const std::vector<pipetransformer::Setting> s = pipetransformer::settings(ctx);
+  const pipetransformer::Data data = pipetransformer::load_data(ctx);
+  const std::vector<pipetransformer::Setting> s = pipetransformer::settings(ctx, data);
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[0].dataset, "ImageNet");
   EXPECT_EQ(s[0].zoo, "vit:b16");
@@ -41,7 +42,7 @@ TEST(ReproducePipeTransformer, SettingsComeFromTable3) {
   EXPECT_EQ(s[2].batch, 64);
   EXPECT_EQ(s[2].epochs, 3);
   // One freeze step per tenth of the run: ViT freezes at epoch starts, SQuAD inside epochs.
-  const pipetransformer::Setup setup = pipetransformer::make_setup(ctx, s);
+  const pipetransformer::Setup setup = pipetransformer::make_setup(ctx, data, s);
   const ElasticConfig vit = pipetransformer::config(setup, s[0]);
   ASSERT_TRUE(vit.trace.has_value());
   for (const auto& e : vit.trace->events) EXPECT_EQ(e.sample, 0);

@@ -1,4 +1,6 @@
-// Reproduction framework (studies/reproduce/): formulas, reference tables, the EPFL Table 1 entry.
+// Reproduction framework (studies/reproduce/): formulas, reference tables, the entries' data files
+// and their text templates (one-line errors naming the file and the JSON path), the EPFL Table 1
+// entry.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -7,14 +9,21 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "core/json_io.hpp"
+#include "studies/reproduce/entry_data.hpp"
 #include "studies/reproduce/formula.hpp"
+#include "studies/reproduce/pipetransformer.hpp"
 #include "studies/reproduce/reproduce.hpp"
+#include "studies/reproduce/text.hpp"
+#include "studies/reproduce/torchgpipe.hpp"
+#include "tests/test_util.hpp"
 
 namespace pipetwin::sim {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 TEST(Formula, EvaluatesThePapersClosedForms) {
   const std::map<std::string, double> v = {{"T_F", 4}, {"T_B", 8}, {"K", 4}, {"k", 2}};
@@ -116,6 +125,199 @@ TEST(Reproduce, WritesTablesReadmeAndSummary) {
   EXPECT_EQ(row, "\"x, K=2\",speedup,2,2.2,,0.1,");
   EXPECT_TRUE(fs::exists(dir / "summary.csv"));
   fs::remove_all(dir);
+}
+
+// ---- text templates ----------------------------------------------------------------------------
+
+TEST(ReproduceText, FillsNamedFieldsWithTheirFormats) {
+  const Text t{"{gpus} x P40 ({memory:g} GiB, {bandwidth:.2f} GB/s), M in {{16, 32}}, {name}",
+               "t.json", "assumptions[0]"};
+  EXPECT_EQ(
+      t(TextArgs().set("gpus", 8).set("memory", 22.0).set("bandwidth", 15.754).set("name", "x")),
+      "8 x P40 (22 GiB, 15.75 GB/s), M in {16, 32}, x");
+  EXPECT_EQ((Text{"no fields", "t.json", "title"})(), "no fields");
+}
+
+TEST(ReproduceText, UnknownFieldsAndBadSyntaxAreOneLineErrorsNamingFileAndPath) {
+  const TextArgs args = TextArgs().set("gpus", 8);
+  EXPECT_EQ(test::input_error([&] {
+              (Text{"{gpus} and {gpu_count}", "t.json", "notes.a"})(args);
+            }),
+            "t.json: notes.a: unknown text field {gpu_count} (known: gpus)");
+  EXPECT_THAT(test::input_error([&] {
+                (Text{"{gpus:.q}", "t.json", "title"})(args);
+              }),
+              HasSubstr("t.json: title: bad text template: "));
+  EXPECT_THAT(test::input_error([&] {
+                (Text{"{} GPUs", "t.json", "title"})(args);
+              }),
+              HasSubstr("t.json: title: a text field needs a name"));
+  EXPECT_THAT(test::input_error([&] {
+                (Text{"{gpus", "t.json", "title"})(args);
+              }),
+              HasSubstr("t.json: title: bad text template: "));
+}
+
+// The cluster's facts are the catalog's numbers: torchgpipe's P40 server, PipeDream's Cluster-A.
+TEST(ReproduceText, ClusterFactsAreTheCatalogsNumbers) {
+  const Catalog catalog = Catalog::load(Catalog::default_dir());
+  const Cluster p40 = load_cluster("torchgpipe-8x-p40", catalog);
+  const Text t{
+      "{cluster}: {gpus} x {gpu} ({gpu_memory_gib:g} GiB, {gpu_tflops_float32:g} TFLOP/s, "
+      "{gpu_memory_bandwidth_gbs:g} GB/s), {intra_gbs:.2f} GB/s, {intra_latency_us:g} us",
+      "t.json", "a"};
+  EXPECT_EQ(t(cluster_facts(p40)),
+            "torchgpipe-8x-p40: 8 x tesla-p40 (22 GiB, 11.76 TFLOP/s, 346 GB/s), 15.75 GB/s, 5 us");
+  EXPECT_DOUBLE_EQ(std::get<double>(cluster_facts(p40).values().at("gpu_memory_gib")),
+                   p40.device.memory_bytes / (1024.0 * 1024 * 1024));
+  const Cluster a = load_cluster("pipedream-cluster-a-4x4-v100", catalog);
+  const Text n{
+      "{a_nodes} servers x {a_gpus_per_node}, {a_nics_per_node_word} {a_inter_gbit:g} Gb "
+      "Ethernet interface per server",
+      "t.json", "a"};
+  EXPECT_EQ(n(cluster_facts(a, "a_")), "4 servers x 4, one 10 Gb Ethernet interface per server");
+}
+
+// ---- the entries' data files
+// ---------------------------------------------------------------------
+
+// A copy of the shipped reference folder, whose data files a test breaks one field at a time.
+class EntryFiles : public test::TempDirTest {
+ protected:
+  void SetUp() override { fs::copy(default_reference_dir(), ref_, fs::copy_options::recursive); }
+  static const Catalog& catalog() {
+    static const Catalog c = Catalog::load(Catalog::default_dir());
+    return c;
+  }
+  ReproContext context() const { return ReproContext{catalog(), ref_.string()}; }
+  std::string path(const std::string& file) const { return (ref_ / file).string(); }
+  // Sets the member at JSON pointer `at` ("/ablation/model") of `file` to `value`.
+  void set(const std::string& file, const std::string& at, const Json& value) {
+    Json doc = load_json_file(path(file));
+    doc[Json::json_pointer(at)] = value;
+    write_file_atomic(path(file), dump_json(doc));
+  }
+  // The error loading entry `id`'s data file gives (title() reads and checks the whole file).
+  std::string error(const std::string& id) const {
+    const std::string e = test::input_error([&] { find_repro_entry(id).title(context()); });
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "not one line: " << e;
+    return e;
+  }
+  const fs::path ref_ = dir_ / "reference";  // the copy
+};
+
+TEST_F(EntryFiles, EveryShippedFileLoadsAndGivesTheTitle) {
+  for (const auto& e : repro_entries()) EXPECT_FALSE(e->title(context()).empty()) << e->id();
+  // The GPU count is the cluster file's, not a literal.
+  EXPECT_THAT(find_repro_entry("ftpipe").title(context()), HasSubstr("T5-3B on 8 x RTX 2080 Ti"));
+}
+
+TEST_F(EntryFiles, AMissingFileIsNamed) {
+  for (const std::string id : {"epfl", "torchgpipe", "ftpipe", "pipetransformer", "pipedream"}) {
+    fs::remove(path(id + "-entry.json"));
+    EXPECT_THAT(error(id), StartsWith(path(id + "-entry.json") + ": cannot open")) << id;
+    const std::string run = test::input_error([&] { find_repro_entry(id).run(context()); });
+    EXPECT_THAT(run, StartsWith(path(id + "-entry.json") + ": cannot open")) << id;
+  }
+}
+
+TEST_F(EntryFiles, ABadFieldNamesFileJsonPathAndValue) {
+  set("epfl-entry.json", "/devices/1", "four");
+  EXPECT_EQ(error("epfl"),
+            path("epfl-entry.json") + ": devices[1]: expected an integer, got \"four\"");
+  set("torchgpipe-entry.json", "/memory/pipeline/checkpoint", "sometimes");
+  EXPECT_EQ(error("torchgpipe"), path("torchgpipe-entry.json") +
+                                     ": memory.pipeline.checkpoint: unknown checkpoint "
+                                     "\"sometimes\" (known: none, except_last, always)");
+  set("ftpipe-entry.json", "/partitioners/seq/1", "optimum");
+  EXPECT_THAT(error("ftpipe"),
+              StartsWith(path("ftpipe-entry.json") + ": partitioners.seq[1]: unknown partitioner "
+                                                     "\"optimum\" (known: "));
+  set("pipetransformer-entry.json", "/freeze_steps", 0);
+  EXPECT_EQ(error("pipetransformer"), path("pipetransformer-entry.json") +
+                                          ": freeze_steps: expected a positive integer, got 0");
+  set("pipedream-entry.json", "/batch_scale", Json::array({0.5}));
+  EXPECT_THAT(error("pipedream"),
+              StartsWith(path("pipedream-entry.json") + ": batch_scale: unknown field (known: "));
+}
+
+TEST_F(EntryFiles, BadClustersSchedulesAndFormatsAreNamed) {
+  set("pipetransformer-entry.json", "/cluster", "pipetransformer-3x8");
+  EXPECT_THAT(error("pipetransformer"),
+              StartsWith(path("pipetransformer-entry.json") + ": cluster: no cluster "
+                                                              "\"pipetransformer-3x8\" in "));
+  set("torchgpipe-entry.json", "/speed/amoebanet/schedule", "gpipe2");
+  EXPECT_THAT(error("torchgpipe"),
+              StartsWith(path("torchgpipe-entry.json") + ": speed.amoebanet.schedule: "));
+  set("epfl-entry.json", "/format", "pipetwin.reproduce.ftpipe");
+  EXPECT_EQ(
+      error("epfl"),
+      path("epfl-entry.json") +
+          ": format: expected \"pipetwin.reproduce.epfl\", got \"pipetwin.reproduce.ftpipe\"");
+  set("ftpipe-entry.json", "/version", 2);
+  EXPECT_THAT(error("ftpipe"),
+              StartsWith(path("ftpipe-entry.json") + ": version: unsupported version 2"));
+}
+
+TEST_F(EntryFiles, AnUnknownModelNameNamesFileAndField) {
+  struct Case {
+    std::string id, at, field;
+  };
+  int copies = 0;  // a fresh copy of the reference folder per case
+  for (const Case& c : {Case{"torchgpipe", "/ablation/model", "ablation.model"},
+                        Case{"torchgpipe", "/speed/amoebanet/model", "speed.amoebanet.model"},
+                        Case{"ftpipe", "/model", "model"},
+                        Case{"pipetransformer", "/zoo_models/ViT-B~116", "zoo_models.ViT-B/16"},
+                        Case{"pipedream", "/models/2/zoo", "models[2].zoo"}}) {
+    SCOPED_TRACE(c.id + " " + c.field);
+    const fs::path fresh = dir_ / ("copy-" + std::to_string(copies++));
+    fs::copy(default_reference_dir(), fresh, fs::copy_options::recursive);
+    const std::string file = (fresh / (c.id + "-entry.json")).string();
+    Json doc = load_json_file(file);
+    doc[Json::json_pointer(c.at)] = "vnet:B=5,C=64";
+    write_file_atomic(file, dump_json(doc));
+    const ReproContext ctx{catalog(), fresh.string()};
+    const std::string e = test::input_error([&] { find_repro_entry(c.id).title(ctx); });
+    EXPECT_THAT(e, StartsWith(file + ": " + c.field + ": \"vnet:B=5,C=64\": "));
+    EXPECT_THAT(e, HasSubstr("\"vnet\""));
+    EXPECT_EQ(e.find('\n'), std::string::npos);
+  }
+  // A model of the paper's Table 3 missing from the file's zoo names: the file, the field and
+  // the table's row are named.
+  set("pipetransformer-entry.json", "/zoo_models", Json::object({{"ViT-B/16", "vit:b16"}}));
+  const pipetransformer::Data data = pipetransformer::load_data(context());
+  EXPECT_EQ(test::input_error([&] { pipetransformer::settings(context(), data); }),
+            path("pipetransformer-entry.json") + ": zoo_models: no \"BERT-large-uncased\" (" +
+                path("pipetransformer-table3-hparams.csv") + " row 1 names it)");
+}
+
+// A template naming a field the entry does not supply fails when the text is made, naming the
+// file and the template's path.
+TEST_F(EntryFiles, ATemplateWithAnUnknownFieldNamesFileAndPath) {
+  set("epfl-entry.json", "/assumptions/0", "forward {forward_ms:g} ms, f = {f_ms} ms");
+  EXPECT_EQ(test::input_error([&] { find_repro_entry("epfl").run(context()); }),
+            path("epfl-entry.json") +
+                ": assumptions[0]: unknown text field {f_ms} (known: backward_ms, forward_ms)");
+}
+
+// The text names the cluster's facts from the catalog: change the cluster file, and the text
+// follows; the shipped files give the sentences the entries always wrote.
+TEST_F(EntryFiles, ClusterFactsInTheTextFollowTheCatalog) {
+  const fs::path hardware = dir_ / "hardware";
+  fs::copy(Catalog::default_dir(), hardware, fs::copy_options::recursive);
+  const std::string cluster = (hardware / "clusters" / "ftpipe-8x-2080ti.json").string();
+  Json doc = load_json_file(cluster);
+  doc["devices_per_node"] = 4;
+  write_file_atomic(cluster, dump_json(doc));
+  const ReproContext ctx{Catalog::load(hardware.string()), ref_.string()};
+  EXPECT_THAT(find_repro_entry("ftpipe").title(ctx), HasSubstr("T5-3B on 4 x RTX 2080 Ti"));
+  const torchgpipe::Data data = torchgpipe::load_data(context());
+  torchgpipe::Setup setup;
+  setup.cluster = load_cluster(data.cluster, catalog());
+  setup.data = &data;
+  EXPECT_EQ(data.assumptions.at(0)(setup.args()),
+            "8 x Tesla P40 (22 GiB usable, 11.76 TFLOP/s float32, 346 GB/s) on PCIe 3.0 x16 "
+            "(15.75 GB/s, 5 us), hardware/clusters/torchgpipe-8x-p40.json");
 }
 
 }  // namespace

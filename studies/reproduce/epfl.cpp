@@ -1,12 +1,14 @@
 // EPFL report, Table 1: computation time per step and memory of the model-parallel schedules
 // (naive model parallel, DDG, Features Replay, PipeDream).
 //
-// Setting: K devices, one layer per device, each layer forward f = 1 ms and backward b = 2 ms for
-// the mini-batch, so the sequential mini-batch forward is T_F = K f and backward T_B = K b as the
+// Setting: K devices, one layer per device, each layer forward f and backward b for the
+// mini-batch, so the sequential mini-batch forward is T_F = K f and backward T_B = K b as the
 // report defines them; transfers free (the table ignores communication). The table's formulas are
 // read from experiments/reference/epfl-table1-schedules.csv and evaluated at each K; ours is the
 // simulator's steady-state time per step and, from the schedule's memory walk, the most
-// micro-batches (intermediate states) device k holds at once.
+// micro-batches (intermediate states) device k holds at once. The setting (the K, f, b, the
+// bytes per micro-batch, the iterations simulated) and the text are in
+// experiments/reference/epfl-entry.json.
 #include <cmath>
 #include <limits>
 
@@ -16,14 +18,56 @@
 #include "sim/pipeline_sim.hpp"
 #include "sim/planner.hpp"
 #include "studies/reproduce/entries.hpp"
+#include "studies/reproduce/entry_data.hpp"
 #include "studies/reproduce/formula.hpp"
 
 namespace pipetwin::sim {
 
 namespace {
 
-constexpr double kF = 1e-3, kB = 2e-3;
-constexpr double kInputBytes = 1024, kSavedBytes = 16 * 1024;
+// experiments/reference/epfl-entry.json.
+struct EpflData {
+  Text title;
+  std::string reference;
+  Text citation;
+  std::vector<int> devices;
+  double forward_ms = 0, backward_ms = 0, input_kb = 0, saved_kb = 0;
+  std::string iterations;  // a formula of K
+  TableText time, memory;
+  Text memory_without_count;
+  std::vector<Text> assumptions;
+  // The values the text templates may name.
+  TextArgs args() const {
+    return TextArgs().set("forward_ms", forward_ms).set("backward_ms", backward_ms);
+  }
+};
+
+EpflData load_data(const ReproContext& context) {
+  const EntryDoc doc = load_entry_doc(context, "epfl-entry.json", "pipetwin.reproduce.epfl");
+  const JsonView j = doc.root();
+  j.allow_only({"format", "version", "about", "title", "reference", "citation", "devices",
+                "forward_ms", "backward_ms", "input_kb", "saved_kb", "iterations", "tables",
+                "notes", "assumptions"});
+  EpflData d;
+  d.title = text_at(j.at("title"));
+  d.reference = j.string("reference");
+  d.citation = text_at(j.at("citation"));
+  d.devices = positive_ints(j.at("devices"));
+  d.forward_ms = j.positive("forward_ms");
+  d.backward_ms = j.positive("backward_ms");
+  d.input_kb = j.positive("input_kb");
+  d.saved_kb = j.positive("saved_kb");
+  d.iterations = j.string("iterations");
+  formula_at(j.at("iterations"), {{"K", 1}});  // checks it names K alone
+  const JsonView tables = j.at("tables");
+  tables.allow_only({"time", "memory"});
+  d.time = table_text_at(tables.at("time"));
+  d.memory = table_text_at(tables.at("memory"));
+  j.at("notes").allow_only({"memory_without_count"});
+  d.memory_without_count = text_at(j.at("notes").at("memory_without_count"));
+  d.assumptions = texts(j.at("assumptions"));
+  return d;
+}
 
 Cluster free_links_cluster(int devices) {
   Cluster c;
@@ -38,18 +82,19 @@ Cluster free_links_cluster(int devices) {
   return c;
 }
 
-SimResult simulate_schedule(const std::string& schedule, int K) {
+SimResult simulate_schedule(const EpflData& d, const std::string& schedule, int K, int iterations) {
+  const double f = d.forward_ms / 1e3, b = d.backward_ms / 1e3;
   PlanRequest r;
   r.profile = synthetic_profile(
-      ModelSpec::parse(fmt::format("uniform:layers={},fwd_ms={},bwd_ms={},act_kb=1,saved_kb=16", K,
-                                   kF * 1e3, kB * 1e3),
+      ModelSpec::parse(fmt::format("uniform:layers={},fwd_ms={},bwd_ms={},act_kb={},saved_kb={}", K,
+                                   f * 1e3, b * 1e3, d.input_kb, d.saved_kb),
                        "reproduce epfl"));
   r.cluster = free_links_cluster(K);
   r.stages = K;
   r.schedule = schedule;
   r.batch_size = 1;
   r.chunks = 1;
-  r.iterations = 6 * K + 6;  // steady state well past fill and drain
+  r.iterations = iterations;  // steady state well past fill and drain
   const Plan plan = make_plan(r);
   const PlanContext ctx(plan, plan.iterations);
   return simulate_plan(ctx);
@@ -63,58 +108,65 @@ std::string state_count_formula(const std::string& memory) {
   return "";
 }
 
+// The memory rows of one schedule at one K: per device k, the intermediate states it holds.
+void memory_rows(const EpflData& d, const ReferenceTable& ref, size_t row, int K,
+                 const SimResult& sim, ReproTable& memory) {
+  const std::string method = ref.cell(row, "method");
+  const std::string count = state_count_formula(ref.cell(row, "memory"));
+  const double f = d.forward_ms / 1e3, b = d.backward_ms / 1e3;
+  const double input_bytes = d.input_kb * 1024, saved_bytes = d.saved_kb * 1024;
+  for (int k = 1; k <= K; ++k) {
+    const std::map<std::string, double> v = {
+        {"T_F", K * f * 1e3}, {"T_B", K * b * 1e3}, {"K", K}, {"k", k}};
+    const DeviceMemory& dm = sim.memory.devices[static_cast<size_t>(k - 1)];
+    const double paper =
+        count.empty() ? std::numeric_limits<double>::quiet_NaN() : eval_formula(count, v, ref.path);
+    // One input and one set of saved activations per micro-batch: what is held at the peak.
+    const double saved_sets = (dm.activation_bytes - dm.max_in_flight * input_bytes) / saved_bytes;
+    memory.rows.push_back({fmt::format("{}, K={}, k={}", method, K, k), "intermediate states",
+                           paper, static_cast<double>(dm.max_in_flight), "",
+                           count.empty()
+                               ? d.memory_without_count(TextArgs()
+                                                            .set("paper", ref.cell(row, "memory"))
+                                                            .set("inputs", dm.max_in_flight)
+                                                            .set("saved_sets", saved_sets))
+                               : ""});
+  }
+}
+
 class EpflTable1 : public ReproEntry {
  public:
   std::string id() const override { return "epfl"; }
-  std::string title() const override {
-    return "EPFL report Table 1: time per step and memory of naive, DDG, Features Replay, "
-           "PipeDream";
+  std::string title(const ReproContext& context) const override {
+    const EpflData d = load_data(context);
+    return d.title(d.args());
   }
 
   ReproResult run(const ReproContext& context) const override {
-    const ReferenceTable ref = load_reference(context, "epfl-table1-schedules.csv");
+    const EpflData d = load_data(context);
+    const ReferenceTable ref = load_reference(context, d.reference);
+    const double f = d.forward_ms / 1e3, b = d.backward_ms / 1e3;
     ReproResult res;
     res.id = id();
-    res.citation = "EPFL report \"Model parallelism schedules\", Table 1 (" + ref.path + ")";
-    ReproTable time{
-        "table1-time", "Table 1: computation time per step (ms), f = 1 ms, b = 2 ms per layer", {}};
-    ReproTable memory{"table1-memory", "Table 1: intermediate states held by device k", {}};
+    res.citation = d.citation(TextArgs().set("reference", ref.path));
+    ReproTable time = d.time.table(d.args());
+    ReproTable memory = d.memory.table(d.args());
     for (size_t row = 0; row < ref.rows.size(); ++row) {
       const std::string method = ref.cell(row, "method");
-      const std::string count = state_count_formula(ref.cell(row, "memory"));
-      for (int K : {2, 4, 8}) {
-        const SimResult sim = simulate_schedule(method, K);
+      for (int K : d.devices) {
+        const int iterations = static_cast<int>(
+            std::lround(eval_formula(d.iterations, {{"K", K}}, "reproduce epfl: iterations")));
+        const SimResult sim = simulate_schedule(d, method, K, iterations);
         const std::map<std::string, double> vars = {
-            {"T_F", K * kF * 1e3}, {"T_B", K * kB * 1e3}, {"K", K}};
+            {"T_F", K * f * 1e3}, {"T_B", K * b * 1e3}, {"K", K}};
         time.rows.push_back({fmt::format("{}, K={}", method, K), "time per step",
                              eval_formula(ref.cell(row, "computation_time"), vars, ref.path),
                              sim.metrics.iteration_time_s * 1e3, "ms", ""});
-        for (int k = 1; k <= K; ++k) {
-          auto v = vars;
-          v["k"] = k;
-          const DeviceMemory& dm = sim.memory.devices[static_cast<size_t>(k - 1)];
-          const double paper = count.empty() ? std::numeric_limits<double>::quiet_NaN()
-                                             : eval_formula(count, v, ref.path);
-          // Input 1 KiB and saved activations 16 KiB per micro-batch: what is held at the peak.
-          const double saved_sets =
-              (dm.activation_bytes - dm.max_in_flight * kInputBytes) / kSavedBytes;
-          memory.rows.push_back(
-              {fmt::format("{}, K={}, k={}", method, K, k), "intermediate states", paper,
-               static_cast<double>(dm.max_in_flight), "",
-               count.empty()
-                   ? fmt::format("paper: {}; ours: {} inputs, {:.0f} saved set(s) at the peak",
-                                 ref.cell(row, "memory"), dm.max_in_flight, saved_sets)
-                   : ""});
-        }
+        memory_rows(d, ref, row, K, sim, memory);
       }
     }
     res.tables = {time, memory};
-    res.assumptions = {
-        "one layer per device, forward 1 ms and backward 2 ms per mini-batch; T_F = K f, T_B = K b",
-        "communication is free, as the table assumes; M = 1 micro-batch per mini-batch",
-        "time per step is the simulator's steady-state mean over 6K+6 mini-batches",
-        "intermediate states: the most mini-batches device k has forwarded and not yet backwarded "
-        "(Features Replay keeps only stage inputs between passes; the table gives no count)"};
+    for (const Text& a : d.assumptions) res.assumptions.push_back(a(d.args()));
     return res;
   }
 };

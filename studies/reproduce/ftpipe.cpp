@@ -14,13 +14,17 @@
 //    stage saves by not recomputing.
 // 3. PipeDream's planner with memory limits ignored (where its plan does not fit: GPU and bytes
 //    over) and enforced; and a simple pipeline with weight stashing.
+// Which datasets and pipelines, the micro-batches and the text: experiments/reference/
+// ftpipe-entry.json.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/error.hpp"
 #include "profiles/zoo/zoo.hpp"
 #include "studies/reproduce/entries.hpp"
 #include "studies/reproduce/ftpipe.hpp"
@@ -39,8 +43,19 @@ struct Figures {
   double high(const std::string& figure) const {
     return t.number(t.find("figure", figure), "high");
   }
-  std::string range(const std::string& figure) const {
-    return fmt::format("{:g}x-{:g}x", low(figure), high(figure));
+  // <figure>_low and <figure>_high of every row, where the cell is a number.
+  TextArgs args() const {
+    TextArgs a;
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      for (const char* column : {"low", "high"}) {
+        char* end = nullptr;
+        const std::string& cell = t.cell(r, column);
+        const double v = std::strtod(cell.c_str(), &end);
+        if (!cell.empty() && end == cell.c_str() + cell.size())
+          a.set(t.cell(r, "figure") + "_" + column, v);
+      }
+    }
+    return a;
   }
 };
 
@@ -55,70 +70,41 @@ Pipelines run_dataset(const Setup& setup, const ReferenceTable& hp, const std::s
     }
     return hp.find("pipeline", pipeline + " for " + dataset);  // throws, naming the file
   };
-  auto run = [&](const std::string& pipeline, bool mixed, bool async) {
-    const size_t r = row(pipeline);
+  auto run = [&](const PipelineText& pipeline, bool mixed, bool async) {
+    const size_t r = row(pipeline.hparams);
     return run_pipeline(setup, mixed, async, static_cast<int>(hp.number(r, "batch")),
                         static_cast<int>(hp.number(r, "accum")));
   };
+  const Data& d = *setup.data;
   Pipelines p;
-  p.gpipe_seq = run("gpipe-seq/mixed", false, false);
-  p.gpipe_mixed = run("gpipe-seq/mixed", true, false);
-  p.ftpipe_seq = run("ftpipe-seq", false, true);
-  p.ftpipe_mixed = run("ftpipe-mixed", true, true);
+  p.gpipe_seq = run(d.gpipe_seq, false, false);
+  p.gpipe_mixed = run(d.gpipe_mixed, true, false);
+  p.ftpipe_seq = run(d.ftpipe_seq, false, true);
+  p.ftpipe_mixed = run(d.ftpipe_mixed, true, true);
   return p;
 }
 
-std::string describe_run(const Run& r) {
-  if (!r.fits) return "does not fit: " + r.error;
+std::string describe_run(const Setup& setup, const TextArgs& args, const Run& r) {
+  if (!r.fits) return setup.data->speedup.run_does_not_fit(TextArgs(args).set("error", r.error));
   const double hi = *std::max_element(r.peaks.begin(), r.peaks.end());
   const double lo = *std::min_element(r.peaks.begin(), r.peaks.end());
-  return fmt::format("batch {}, M = {}, {}: {} stages on {} GPUs, GPU peaks {:.1f}-{:.1f} GiB",
-                     r.batch, r.chunks, r.partitioner, r.partition.num_stages(),
-                     r.partition.num_devices(), lo / kGiB, hi / kGiB);
+  return setup.data->speedup.run(TextArgs(args)
+                                     .set("batch", r.batch)
+                                     .set("chunks", r.chunks)
+                                     .set("partitioner", r.partitioner)
+                                     .set("stages", r.partition.num_stages())
+                                     .set("devices", r.partition.num_devices())
+                                     .set("low_gib", lo / kGiB)
+                                     .set("high_gib", hi / kGiB));
 }
 
-ReproTable speedup_table(const std::string& dataset, const Pipelines& p, const Figures& f) {
-  ReproTable t{"speedup-" + dataset,
-               fmt::format("Epoch-time speed-up over GPipe Seq-pipe, T5-3B, {} (encoder 512, "
-                           "decoder 4), 8 x RTX 2080 Ti",
-                           dataset),
-               {}};
-  const double base = p.gpipe_seq.fits ? p.gpipe_seq.throughput : kNaN;
-  struct Line {
-    const Run* run;
-    std::string name;
-    double paper;
-    std::string note;
-  };
-  const std::vector<Line> lines = {
-      {&p.gpipe_seq, "GPipe Seq-pipe (sync)", 1.0, "the baseline"},
-      {&p.gpipe_mixed, "GPipe Mixed-pipe (sync)", kNaN,
-       "paper: up to 1.2x over its tasks, no per-task figure: see the text figures' best-task "
-       "row"},
-      {&p.ftpipe_seq, "FTPipe Seq-pipe (async)", kNaN,
-       "paper: asynchrony adds " + f.range("async_speedup") + " (time to accuracy)"},
-      {&p.ftpipe_mixed, "FTPipe Mixed-pipe (async)", kNaN,
-       "paper: FTPipe " + f.range("ftpipe_over_gpipe") +
-           " faster than GPipe on T5-3B (time to "
-           "accuracy)"},
-  };
-  for (const auto& l : lines) {
-    const double thr = l.run->fits ? l.run->throughput : kNaN;
-    t.rows.push_back({l.name, "throughput", kNaN, thr, "samples/s", describe_run(*l.run)});
-    t.rows.push_back({l.name, "epoch-time speed-up", l.paper, thr / base, "x", l.note});
-  }
-  for (const Run* r : {&p.gpipe_mixed, &p.ftpipe_mixed}) {
-    const std::string name = r->async ? "FTPipe Mixed-pipe" : "GPipe Mixed-pipe";
-    t.rows.push_back({name, "pipeline stages", f.low("mixed_stages"),
-                      r->fits ? static_cast<double>(r->partition.num_stages()) : kNaN, "",
-                      "paper: 16 stages, two per GPU; ours: the L mixed-pipe picks"});
-  }
-  // Why the synchronous Mixed-pipe gains little here: a flushed pipeline of K stages spends
-  // about (M + K - 1) stage times per mini-batch; Seq-pipe's max stage time is its busiest GPU's
-  // load per micro-batch, Mixed-pipe's stages hold a fraction of a GPU's. Mixed-pipe wins only
-  // where the Seq-pipe baseline is imbalanced by more than its deeper fill and drain costs; our
-  // Seq-pipe is the best of four memory-aware contiguous partitioners (min-max `optimal`
-  // included), so its compute imbalance is what the rows below show.
+// The imbalance rows: why the synchronous Mixed-pipe gains little here. A flushed pipeline of K
+// stages spends about (M + K - 1) stage times per mini-batch; Seq-pipe's max stage time is its
+// busiest GPU's load per micro-batch, Mixed-pipe's stages hold a fraction of a GPU's. Mixed-pipe
+// wins only where the Seq-pipe baseline is imbalanced by more than its deeper fill and drain
+// costs; our Seq-pipe is the best of four memory-aware contiguous partitioners (min-max
+// `optimal` included), so its compute imbalance is what the rows below show.
+void imbalance_rows(const Setup& setup, const TextArgs& args, const Pipelines& p, ReproTable& t) {
   for (const Run* r : {&p.gpipe_seq, &p.gpipe_mixed}) {
     if (!r->fits) continue;
     double hi = 0, sum = 0;
@@ -129,7 +115,7 @@ ReproTable speedup_table(const std::string& dataset, const Pipelines& p, const F
     const double mean = sum / static_cast<double>(r->sim.metrics.devices.size());
     t.rows.push_back({fmt::format("GPipe {}", r->mixed ? "Mixed-pipe" : "Seq-pipe"),
                       "compute imbalance (max / mean GPU busy time)", kNaN, hi / mean, "x",
-                      "what Mixed-pipe can win back in a flushed pipeline"});
+                      setup.data->speedup.compute_imbalance(args)});
   }
   for (const Run* r : {&p.gpipe_seq, &p.gpipe_mixed, &p.ftpipe_seq, &p.ftpipe_mixed}) {
     if (!r->fits) continue;
@@ -138,187 +124,229 @@ ReproTable speedup_table(const std::string& dataset, const Pipelines& p, const F
     t.rows.push_back(
         {fmt::format("{} {}", r->async ? "FTPipe" : "GPipe", r->mixed ? "Mixed-pipe" : "Seq-pipe"),
          "GPU memory imbalance (max / min peak)", kNaN, hi / lo, "x",
-         "paper: Mixed-pipe balances GPU memory (Figure 8)"});
+         setup.data->speedup.memory_imbalance(args)});
   }
+}
+
+ReproTable speedup_table(const Setup& setup, const TextArgs& args, const std::string& dataset,
+                         const Pipelines& p, const Figures& f) {
+  const Data& d = *setup.data;
+  ReproTable t{"speedup-" + dataset, d.speedup.title(TextArgs(args).set("dataset", dataset)), {}};
+  const double base = p.gpipe_seq.fits ? p.gpipe_seq.throughput : kNaN;
+  const std::vector<std::pair<const Run*, const PipelineText*>> lines = {
+      {&p.gpipe_seq, &d.gpipe_seq},
+      {&p.gpipe_mixed, &d.gpipe_mixed},
+      {&p.ftpipe_seq, &d.ftpipe_seq},
+      {&p.ftpipe_mixed, &d.ftpipe_mixed}};
+  for (const auto& [run, line] : lines) {
+    const double thr = run->fits ? run->throughput : kNaN;
+    t.rows.push_back(
+        {line->name, "throughput", kNaN, thr, "samples/s", describe_run(setup, args, *run)});
+    t.rows.push_back(
+        {line->name, "epoch-time speed-up", line->paper, thr / base, "x", line->note(args)});
+  }
+  for (const Run* r : {&p.gpipe_mixed, &p.ftpipe_mixed}) {
+    const std::string name = r->async ? "FTPipe Mixed-pipe" : "GPipe Mixed-pipe";
+    t.rows.push_back({name, "pipeline stages", f.low("mixed_stages"),
+                      r->fits ? static_cast<double>(r->partition.num_stages()) : kNaN, "",
+                      d.speedup.stages(args)});
+  }
+  imbalance_rows(setup, args, p, t);
   return t;
 }
 
-ReproTable figures_table(const Setup& setup, const Figures& f, const Pipelines& rte,
-                         const Pipelines& boolq) {
-  ReproTable t{"text-figures", "Figures stated in FTPipe's text, T5-3B", {}};
-  // Section 3.2: 8 stages, micro-batch 4, float32; activations forward plus gradients backward.
-  if (rte.gpipe_seq.fits) {
-    const double per_sample = cross_gpu_bytes_per_sample(setup, rte.gpipe_seq.partition);
-    t.rows.push_back({"Seq-pipe, 8 stages, micro-batch 4", "communication per forward + backward",
-                      f.low("seq_comm_per_pass_mb"), 2 * 4 * per_sample / 1e6, "MB",
-                      "our Seq-pipe partition of the RTE run; MB = 1e6 bytes"});
+using Runs = std::vector<std::pair<std::string, Pipelines>>;  // per dataset, in the data's order
+
+const Pipelines& runs_of(const Runs& runs, const std::string& dataset) {
+  for (const auto& [name, p] : runs) {
+    if (name == dataset) return p;
   }
-  for (const auto& [name, p] : {std::pair<std::string, const Pipelines*>{"rte", &rte},
-                                std::pair<std::string, const Pipelines*>{"boolq", &boolq}}) {
-    if (!p->ftpipe_seq.fits || !p->ftpipe_mixed.fits) continue;
-    const double ratio = cross_gpu_bytes_per_sample(setup, p->ftpipe_mixed.partition) /
-                         cross_gpu_bytes_per_sample(setup, p->ftpipe_seq.partition);
-    t.rows.push_back({"FTPipe Mixed-pipe vs Seq-pipe, " + name, "inter-GPU communication volume",
-                      f.low("comm_volume_mixed_over_seq_" + name), ratio, "x",
-                      "bytes per sample crossing GPUs"});
-  }
-  // Section 5.3: "Mixed-pipe improves the time-to-accuracy of GPipe up to 1.2x" over RTE, WiC,
-  // BoolQ and MultiRC (Figure 6): the best task against the best of the tasks we run.
-  std::string best_task = "none";
+  throw InputError(fmt::format("reproduce ftpipe: no dataset \"{}\" among the data's", dataset));
+}
+
+// Section 5.3: "Mixed-pipe improves the time-to-accuracy of GPipe up to 1.2x" over RTE, WiC,
+// BoolQ and MultiRC (Figure 6): the best task against the best of the tasks we run.
+Comparison best_task_row(const Setup& setup, const TextArgs& args, const Figures& f,
+                         const Runs& runs) {
+  std::string best_task = "none", tasks;
   double best = kNaN;
-  for (const auto& [name, p] : {std::pair<std::string, const Pipelines*>{"RTE", &rte},
-                                std::pair<std::string, const Pipelines*>{"BoolQ", &boolq}}) {
-    if (!p->gpipe_seq.fits || !p->gpipe_mixed.fits) continue;
-    const double gain = p->gpipe_mixed.throughput / p->gpipe_seq.throughput;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string& task = setup.data->datasets[i].second;
+    tasks += (i == 0 ? "" : i + 1 == runs.size() ? " and " : ", ") + task;
+    const Pipelines& p = runs[i].second;
+    if (!p.gpipe_seq.fits || !p.gpipe_mixed.fits) continue;
+    const double gain = p.gpipe_mixed.throughput / p.gpipe_seq.throughput;
     if (!(gain <= best)) {
       best = gain;
-      best_task = name;
+      best_task = task;
     }
   }
-  t.rows.push_back({"GPipe Mixed-pipe over Seq-pipe (sync), best task", "epoch-time speed-up",
-                    f.high("mixed_sync_speedup_max"), best, "x",
-                    fmt::format("paper: up to 1.2x over RTE, WiC, BoolQ, MultiRC (time to "
-                                "accuracy, Figure 6); ours: the best of RTE and BoolQ ({})",
-                                best_task)});
+  return {"GPipe Mixed-pipe over Seq-pipe (sync), best task",
+          "epoch-time speed-up",
+          f.high("mixed_sync_speedup_max"),
+          best,
+          "x",
+          setup.data->figures.best_task(
+              TextArgs(args).set("tasks", tasks).set("best_task", best_task))};
+}
+
+// The encoder/decoder load ratio and the load a stage saves by not recomputing.
+void load_rows(const Setup& setup, const TextArgs& args, const Figures& f, ReproTable& t) {
+  const int mb = setup.data->figures.micro_batch;
   const CostModel cost(setup.profile, setup.cluster);
-  const zoo::ZooModel model = zoo::describe_model(kModel, "reproduce ftpipe");
+  const zoo::ZooModel model = zoo::describe_model(setup.model, "reproduce ftpipe");
   double enc = 0, dec = 0, fwd = 0, rec = 0, bwd = 0;
   for (int l = 0; l < cost.num_layers(); ++l) {
     const std::string& name = model.layers[static_cast<size_t>(l)].name;
-    const double c = cost.forward_s(l, 4) + cost.backward_s(l, 4);
+    const double c = cost.forward_s(l, mb) + cost.backward_s(l, mb);
     if (name.rfind("enc", 0) == 0) enc += c;
     if (name.rfind("dec", 0) == 0) dec += c;
-    fwd += cost.forward_s(l, 4);
-    rec += cost.recompute_s(l, 4);
-    bwd += cost.backward_s(l, 4);
+    fwd += cost.forward_s(l, mb);
+    rec += cost.recompute_s(l, mb);
+    bwd += cost.backward_s(l, mb);
   }
   t.rows.push_back({"encoder vs decoder layers, sequences 512 / 4",
                     "computation-load ratio (Section 3.3's K)", f.low("encoder_decoder_load_ratio"),
-                    enc / dec, "x", "forward + backward of the 24 encoder vs 24 decoder blocks"});
+                    enc / dec, "x", setup.data->figures.encoder_decoder(args)});
   t.rows.push_back({"a stage that recomputes vs the last stage", "load ratio",
                     f.low("recompute_extra_load"), (fwd + rec + bwd) / (fwd + bwd), "x",
-                    "(forward + recompute + backward) / (forward + backward), whole model"});
+                    setup.data->figures.recompute(args)});
+}
+
+ReproTable figures_table(const Setup& setup, const TextArgs& args, const Figures& f,
+                         const Runs& runs) {
+  const Data& d = *setup.data;
+  ReproTable t = d.figures.table.table(args);
+  // Section 3.2: 8 stages, micro-batch 4, float32; activations forward plus gradients backward.
+  const Pipelines& comm = runs_of(runs, d.figures.communication_dataset);
+  if (comm.gpipe_seq.fits) {
+    const double per_sample = cross_gpu_bytes_per_sample(setup, comm.gpipe_seq.partition);
+    t.rows.push_back(
+        {fmt::format("Seq-pipe, {} stages, micro-batch {}", setup.gpus(), d.figures.micro_batch),
+         "communication per forward + backward", f.low("seq_comm_per_pass_mb"),
+         2 * d.figures.micro_batch * per_sample / 1e6, "MB", d.figures.communication(args)});
+  }
+  for (const auto& [name, p] : runs) {
+    if (!p.ftpipe_seq.fits || !p.ftpipe_mixed.fits) continue;
+    const double ratio = cross_gpu_bytes_per_sample(setup, p.ftpipe_mixed.partition) /
+                         cross_gpu_bytes_per_sample(setup, p.ftpipe_seq.partition);
+    t.rows.push_back({"FTPipe Mixed-pipe vs Seq-pipe, " + name, "inter-GPU communication volume",
+                      f.low("comm_volume_mixed_over_seq_" + name), ratio, "x",
+                      d.figures.volume(args)});
+  }
+  t.rows.push_back(best_task_row(setup, args, f, runs));
+  load_rows(setup, args, f, t);
   return t;
 }
 
-ReproTable pipedream_table(const Setup& setup, const Figures& f, const Pipelines& rte) {
-  ReproTable t{"pipedream-memory",
-               "PipeDream's planner on T5-3B, 8 x 11 GB, micro-batch 4 (FTPipe Section 5.5)",
-               {}};
+// PipeDream's plan with memory limits ignored: one row per stage that does not fit (its replicas
+// need the same), and the parameters of its last stage against the paper's claim.
+void free_plan_rows(const Setup& setup, const TextArgs& args, const Figures& f, ReproTable& t) {
   const double capacity = setup.cluster.device.memory_bytes;
-  const PipeDreamPlan free = pipedream_plan(setup, 4, false);
+  const PipeDreamPlan free = pipedream_plan(setup, setup.data->pipedream.micro_batch, false);
   if (!free.error.empty()) {
     t.rows.push_back({"memory limits ignored", "plan", kNaN, kNaN, "", free.error});
-  } else {
-    const Partition& p = free.partition;
-    // One row per stage that does not fit (its replicas need the same).
-    for (int s = 0; s < p.num_stages(); ++s) {
-      const auto first = static_cast<size_t>(p.device_of(s));
-      const double need = free.need[first];
-      if (need <= capacity) continue;
-      const auto& layers = p.stages[static_cast<size_t>(s)];
-      const int copies = p.replicas_of(s);
-      t.rows.push_back(
-          {fmt::format("memory limits ignored: stage {} of {} (layers {}-{}) on GPU{} {}", s,
-                       p.num_stages(), layers.front(), layers.back(), copies > 1 ? "s" : "",
-                       copies > 1 ? fmt::format("{}-{}", first, first + copies - 1)
-                                  : std::to_string(first)),
-           "memory needed per GPU", kNaN, need / kGiB, "GiB",
-           fmt::format("over the {:.2f} GiB GPU by {:.2f} GiB", capacity / kGiB,
-                       (need - capacity) / kGiB)});
-    }
-    const zoo::ZooModel model = zoo::describe_model(kModel, "reproduce ftpipe");
-    double last_params = 0;
-    for (int l : p.stages.back()) {
-      last_params += static_cast<double>(model.layers[static_cast<size_t>(l)].params);
-    }
-    const double claim = f.low("pipedream_last_stage_params");
-    t.rows.push_back({"memory limits ignored: last stage",
-                      fmt::format("more than {:.3g} parameters (1 = yes)", claim), 1.0,
-                      last_params > claim ? 1.0 : 0.0, "",
-                      fmt::format("ours {:.3g} parameters; {} stage(s), replicas {}", last_params,
-                                  p.num_stages(), fmt::join(p.replicas, "/"))});
+    return;
   }
-  const PipeDreamPlan held = pipedream_plan(setup, 4, true);
+  const Partition& p = free.partition;
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const auto first = static_cast<size_t>(p.device_of(s));
+    const double need = free.need[first];
+    if (need <= capacity) continue;
+    const auto& layers = p.stages[static_cast<size_t>(s)];
+    const int copies = p.replicas_of(s);
+    t.rows.push_back(
+        {fmt::format(
+             "memory limits ignored: stage {} of {} (layers {}-{}) on GPU{} {}", s, p.num_stages(),
+             layers.front(), layers.back(), copies > 1 ? "s" : "",
+             copies > 1 ? fmt::format("{}-{}", first, first + copies - 1) : std::to_string(first)),
+         "memory needed per GPU", kNaN, need / kGiB, "GiB",
+         setup.data->pipedream.over(TextArgs(args)
+                                        .set("capacity_gib", capacity / kGiB)
+                                        .set("over_gib", (need - capacity) / kGiB))});
+  }
+  const zoo::ZooModel model = zoo::describe_model(setup.model, "reproduce ftpipe");
+  double last_params = 0;
+  for (int l : p.stages.back()) {
+    last_params += static_cast<double>(model.layers[static_cast<size_t>(l)].params);
+  }
+  const double claim = f.low("pipedream_last_stage_params");
+  t.rows.push_back({"memory limits ignored: last stage",
+                    fmt::format("more than {:.3g} parameters (1 = yes)", claim), 1.0,
+                    last_params > claim ? 1.0 : 0.0, "",
+                    setup.data->pipedream.last_stage(
+                        TextArgs(args)
+                            .set("params", last_params)
+                            .set("stages", p.num_stages())
+                            .set("replicas", fmt::format("{}", fmt::join(p.replicas, "/"))))});
+}
+
+ReproTable pipedream_table(const Setup& setup, const TextArgs& args, const Figures& f,
+                           const Runs& runs) {
+  const auto& d = setup.data->pipedream;
+  ReproTable t = d.table.table(args);
+  const double capacity = setup.cluster.device.memory_bytes;
+  free_plan_rows(setup, args, f, t);
+  const PipeDreamPlan held = pipedream_plan(setup, d.micro_batch, true);
   double worst = 0;
   for (double n : held.need) worst = std::max(worst, n);
-  t.rows.push_back(
-      {"memory limits enforced", "plan found (1 = yes)", kNaN, held.error.empty() ? 1.0 : 0.0, "",
-       held.error.empty() ? fmt::format("{} stages; largest GPU needs {:.2f} GiB of {:.2f}",
-                                        held.partition.num_stages(), worst / kGiB, capacity / kGiB)
-                          : "refused, as FTPipe expects (\"a pipeline with weight stashing and "
-                            "without gradient accumulation would not be able to train T5-3B on "
-                            "11GB GPUs\", Section 5.5): " +
-                                held.error});
-  if (rte.gpipe_seq.fits) {
-    const auto need = pipedream_memory(setup, rte.gpipe_seq.partition, 4);
+  t.rows.push_back({"memory limits enforced", "plan found (1 = yes)", kNaN,
+                    held.error.empty() ? 1.0 : 0.0, "",
+                    held.error.empty() ? d.enforced(TextArgs(args)
+                                                        .set("stages", held.partition.num_stages())
+                                                        .set("need_gib", worst / kGiB)
+                                                        .set("capacity_gib", capacity / kGiB))
+                                       : d.refused(TextArgs(args).set("error", held.error))});
+  const Pipelines& seq = runs_of(runs, setup.data->figures.communication_dataset);
+  if (seq.gpipe_seq.fits) {
+    const auto need = pipedream_memory(setup, seq.gpipe_seq.partition, d.micro_batch);
     const double most = *std::max_element(need.begin(), need.end());
-    t.rows.push_back({"simple pipeline (Seq-pipe, 8 stages) with weight stashing", "fits (1 = yes)",
-                      f.low("pipedream_simple_pipeline_fits"), most <= capacity ? 1.0 : 0.0, "",
-                      fmt::format("largest GPU needs {:.2f} GiB", most / kGiB)});
+    t.rows.push_back(
+        {fmt::format("simple pipeline (Seq-pipe, {} stages) with weight stashing", setup.gpus()),
+         "fits (1 = yes)", f.low("pipedream_simple_pipeline_fits"), most <= capacity ? 1.0 : 0.0,
+         "", d.simple(TextArgs(args).set("need_gib", most / kGiB))});
   }
   return t;
 }
 
-// The synchronous Mixed-pipe result and why, from both runs.
-std::string mixed_sync_note(const Pipelines& rte, const Pipelines& boolq) {
-  auto gain = [](const Pipelines& p) { return p.gpipe_mixed.throughput / p.gpipe_seq.throughput; };
-  auto stages = [](const Pipelines& p) { return p.gpipe_mixed.partition.num_stages(); };
-  return fmt::format(
-      "synchronous Mixed-pipe (ours {:.2f}x on RTE with {} stages, {:.2f}x on BoolQ with {}; "
-      "paper up to 1.2x): our Seq-pipe baseline is within about 11% of perfect compute balance "
-      "(the imbalance rows), so a flushed GPipe has little to win back; with two stages per GPU "
-      "as the paper's it gains a little, with more it pays the deeper fill and drain. The "
-      "paper's larger gain suggests a less balanced Seq-pipe baseline, which its withheld Tables "
-      "2-3 would show",
-      gain(rte), stages(rte), gain(boolq), stages(boolq));
+// What every template may name (see the data file's "about").
+TextArgs entry_args(const Setup& setup, const Figures& f, const Runs& runs) {
+  TextArgs a = cluster_facts(setup.cluster);
+  a.merge(f.args());
+  a.set("pipedream_micro_batch", setup.data->pipedream.micro_batch)
+      .set("figures_micro_batch", setup.data->figures.micro_batch);
+  for (const auto& [name, p] : runs) {
+    a.set(name + "_mixed_gain", p.gpipe_mixed.throughput / p.gpipe_seq.throughput)
+        .set(name + "_mixed_stages", p.gpipe_mixed.partition.num_stages());
+  }
+  return a;
 }
 
 class FtpipeEntry : public ReproEntry {
  public:
   std::string id() const override { return "ftpipe"; }
-  std::string title() const override {
-    return "FTPipe: T5-3B on 8 x RTX 2080 Ti, Mixed-pipe vs Seq-pipe, sync and async; PipeDream's "
-           "plan vs memory";
+  std::string title(const ReproContext& context) const override {
+    const Data data = load_data(context);
+    return data.title(cluster_facts(load_cluster(data.cluster, context.catalog)));
   }
 
   ReproResult run(const ReproContext& context) const override {
-    const ReferenceTable hp = load_reference(context, "ftpipe-table4-hparams.csv");
-    const Figures f{load_reference(context, "ftpipe-text-figures.csv")};
-    const Setup setup = make_setup(context.catalog);
+    const Data data = load_data(context);
+    const ReferenceTable hp = load_reference(context, data.hparams_reference);
+    const Figures f{load_reference(context, data.figures_reference)};
+    const Setup setup = make_setup(context.catalog, data);
+    Runs runs;
+    for (const auto& [name, task] : data.datasets) {
+      runs.emplace_back(name, run_dataset(setup, hp, name));
+    }
+    const TextArgs args = entry_args(setup, f, runs);
     ReproResult res;
     res.id = id();
-    res.citation = fmt::format(
-        "FTPipe (Eliad et al., USENIX ATC'21), Sections 3-5 and Table 4 ({}, {}); its Tables 2 "
-        "and 3 are withheld from our copy as held-out validation targets",
-        hp.path, f.t.path);
-    const Pipelines rte = run_dataset(setup, hp, "rte");
-    const Pipelines boolq = run_dataset(setup, hp, "boolq");
-    res.tables = {speedup_table("rte", rte, f), speedup_table("boolq", boolq, f),
-                  figures_table(setup, f, rte, boolq), pipedream_table(setup, f, rte)};
-    res.assumptions = {
-        "8 x RTX 2080 Ti (11 GB, 13.4 TFLOP/s float32, 616 GB/s) on PCIe 3.0 x16 (15.75 GB/s, "
-        "5 us), hardware/clusters/ftpipe-8x-2080ti.json",
-        "T5-3B from the analytic zoo (encoder sequence 512, decoder 4), float32; Adafactor, so no "
-        "optimizer state; the roofline with Turing efficiencies from a published benchmark of "
-        "another model, not fitted to this paper (hardware/efficiency/rtx-2080-ti-float32.json, "
-        "written by hardware/efficiency/derive_published.py: the transformer kinds keep the "
-        "built-in prior for want of a published Turing transformer benchmark; per-(kind, pass) "
-        "launch overheads measured on this project's H100 host, which weigh on the 4-token "
-        "decoder layers)",
-        "GPipe: clock-cycle order, every micro-batch recomputed on every stage but the last "
-        "(FTPipe "
-        "Section 4.3: the last stage uses the no-recompute profile); FTPipe: ftpipe-async, "
-        "recompute on all stages but the last, weights updated every `accum` micro-batches",
-        "Seq-pipe: the fastest that fits of optimal (min-max), balance-time and balance-size, "
-        "contiguous, one stage per GPU; Mixed-pipe: our mixed-pipe, candidates compared by "
-        "simulating the schedule that runs; all checked with the schedule's memory walk against "
-        "the 11 GB GPUs",
-        "epoch-time speed-up = throughput ratio at the paper's Table 4 batch and accum; the "
-        "paper's figures are time to accuracy, which also reflects staleness and epochs needed",
-        mixed_sync_note(rte, boolq),
-        "PipeDream: pipedream-dp at micro-batch 4, weight stashing without recomputation; stage s "
-        "of S keeps S - s weight versions and micro-batches (its in-flight count)"};
+    res.citation = data.citation(TextArgs(args).set("hparams", hp.path).set("figures", f.t.path));
+    for (const auto& [name, p] : runs) res.tables.push_back(speedup_table(setup, args, name, p, f));
+    res.tables.push_back(figures_table(setup, args, f, runs));
+    res.tables.push_back(pipedream_table(setup, args, f, runs));
+    for (const Text& a : data.assumptions) res.assumptions.push_back(a(args));
     return res;
   }
 };

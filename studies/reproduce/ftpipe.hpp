@@ -14,10 +14,14 @@
 // synchronous GPipe below strips them from GPipe's. Candidates of Mixed-pipe are compared by
 // simulating exactly that schedule, so the partitioner sees the right profile of every stage.
 //
+// The cluster, the model, the datasets, the pipelines' rows of Table 4, the partitioners and the
+// text are in experiments/reference/ftpipe-entry.json (Data below).
+//
 // Thread-safety: pure functions.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster.hpp"
@@ -25,12 +29,50 @@
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
 #include "sim/pipeline_sim.hpp"
+#include "studies/reproduce/entry_data.hpp"
+#include "studies/reproduce/text.hpp"
 
 namespace pipetwin::sim::ftpipe {
 
-inline constexpr const char* kCluster = "ftpipe-8x-2080ti";
-inline constexpr const char* kModel = "t5:3b";  // encoder sequence 512, decoder 4 (RTE, BoolQ)
-inline constexpr int kGpus = 8;
+// FTPipe's own Seq-pipe partitioner (its two profiles, Section 4.3), named among the data's
+// Seq-pipe partitioners beside those of make_partitioner.
+inline constexpr const char* kFtpipeSeq = "seq-pipe (FTPipe profiles)";
+
+// One of the four pipelines: its name in the tables, its row of Table 4, the paper's speed-up.
+struct PipelineText {
+  std::string name, hparams;
+  double paper = 0;  // NaN: the paper gives none per task
+  Text note;
+};
+
+// experiments/reference/ftpipe-entry.json (see its "about").
+struct Data {
+  Text title;
+  std::string hparams_reference, figures_reference;
+  Text citation;
+  std::string cluster, model;
+  bool optimizer_state = false;                               // false: counted as none (Adafactor)
+  std::vector<std::pair<std::string, std::string>> datasets;  // Table 4's name, the task's
+  PipelineText gpipe_seq, gpipe_mixed, ftpipe_seq, ftpipe_mixed;
+  std::vector<std::string> seq_partitioners, mixed_partitioners;
+  std::vector<double> memory_fractions;  // of the GPU, tried in order until the walk fits
+  struct {
+    Text title, run, run_does_not_fit, stages, compute_imbalance, memory_imbalance;
+  } speedup;
+  struct {
+    TableText table;
+    int micro_batch = 0;
+    std::string communication_dataset;
+    Text communication, volume, best_task, encoder_decoder, recompute;
+  } figures;
+  struct {
+    TableText table;
+    int micro_batch = 0;
+    Text over, last_stage, enforced, refused, simple;
+  } pipedream;
+  std::vector<Text> assumptions;
+};
+Data load_data(const ReproContext& context);
 
 // FTPipe's synchronous pipeline: GPipe with every micro-batch checkpointed on every stage but
 // the last, which keeps its activations and does not recompute (shape.checkpoint is ignored).
@@ -38,10 +80,13 @@ Schedule gpipe_last_stage_no_recompute(PipelineShape shape);
 
 struct Setup {
   const Catalog* catalog = nullptr;
+  const Data* data = nullptr;
   Cluster cluster;
-  Profile profile;  // T5-3B on the cluster's GPU, Adafactor (no optimizer state)
+  std::string model;
+  Profile profile;  // the model on the cluster's GPU, Adafactor (no optimizer state)
+  int gpus() const { return cluster.num_devices(); }
 };
-Setup make_setup(const Catalog& catalog);
+Setup make_setup(const Catalog& catalog, const Data& data);
 
 // One pipeline: Seq-pipe (contiguous stages, one per GPU) or Mixed-pipe, synchronous (GPipe) or
 // asynchronous (FTPipe), `batch` samples per step in `chunks` micro-batches.

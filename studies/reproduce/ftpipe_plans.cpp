@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "profiles/model_source.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/generators.hpp"
+#include "profiles/model_source.hpp"
 #include "sim/planner.hpp"
 #include "studies/reproduce/ftpipe.hpp"
 
@@ -47,21 +47,24 @@ Schedule gpipe_last_stage_no_recompute(PipelineShape shape) {
   return s;
 }
 
-Setup make_setup(const Catalog& catalog) {
+Setup make_setup(const Catalog& catalog, const Data& data) {
   Setup s;
   s.catalog = &catalog;
-  s.cluster = load_cluster(kCluster, catalog);
-  s.profile = resolve_profile(kModel, "", s.cluster.device);
+  s.data = &data;
+  s.cluster = load_cluster(data.cluster, catalog);
+  s.model = data.model;
+  s.profile = resolve_profile(s.model, "", s.cluster.device);
   // "T5 experiments used Adafactor optimizer": factored second moments (a row and a column vector
   // per matrix) and no first moment, under 0.1% of the parameter bytes; counted as none.
-  for (auto& layer : s.profile.layers) layer.optimizer_bytes = 0;
+  if (!data.optimizer_state) {
+    for (auto& layer : s.profile.layers) layer.optimizer_bytes = 0;
+  }
   return s;
 }
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr const char* kFtpipeSeq = "seq-pipe (FTPipe profiles)";
 
 CostModel cost_model(const Setup& s) {
   CostOptions o;
@@ -72,7 +75,7 @@ CostModel cost_model(const Setup& s) {
 Plan plan_for(const Setup& s, const std::string& partitioner, const Partition& part, bool async,
               int batch, int chunks) {
   Plan p;
-  p.model = kModel;
+  p.model = s.model;
   p.profile = s.profile;
   p.cluster = s.cluster;
   p.schedule = async ? "ftpipe-async" : "gpipe";
@@ -173,13 +176,13 @@ Run run_pipeline(const Setup& setup, bool mixed, bool async, int batch, int chun
   best.chunks = chunks;
   const CostModel cost = cost_model(setup);
   const double capacity = setup.cluster.device.memory_bytes;
-  const std::vector<std::string> names =
-      mixed ? std::vector<std::string>{"mixed-pipe"}
-            : std::vector<std::string>{kFtpipeSeq, "optimal", "balance-time", "balance-size"};
+  const int gpus = setup.gpus();
+  const std::vector<std::string>& names =
+      mixed ? setup.data->mixed_partitioners : setup.data->seq_partitioners;
   for (const auto& name : names) {
     PartitionRequest pr;
     pr.cost = &cost;
-    pr.num_stages = kGpus;
+    pr.num_stages = gpus;
     pr.micro_batch = static_cast<double>(batch) / chunks;
     pr.micro_batches = chunks;
     pr.in_flight = 1;
@@ -194,13 +197,13 @@ Run run_pipeline(const Setup& setup, bool mixed, bool async, int batch, int chun
     // The partitioner's estimate (static bytes + one micro-batch of activations per stage) is
     // short of the walk where a stage keeps several micro-batches: tighten its limit until the
     // walk agrees.
-    for (double fraction : {1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4}) {
+    for (double fraction : setup.data->memory_fractions) {
       pr.memory_limit_bytes = fraction * capacity;
       Run run = best;
       run.partitioner = name;
       try {
         run.partition = name == kFtpipeSeq
-                            ? seq_pipe_ftpipe_profiles(cost, async, pr.micro_batch, chunks, kGpus,
+                            ? seq_pipe_ftpipe_profiles(cost, async, pr.micro_batch, chunks, gpus,
                                                        pr.memory_limit_bytes)
                             : make_partitioner(name)->partition(pr);
       } catch (const InputError& e) {
@@ -258,11 +261,11 @@ PipeDreamPlan pipedream_plan(const Setup& setup, int micro_batch, bool enforce_m
   const CostModel cost = cost_model(setup);
   PartitionRequest pr;
   pr.cost = &cost;
-  pr.num_stages = kGpus;
+  pr.num_stages = setup.gpus();
   pr.micro_batch = micro_batch;
   pr.micro_batches = 1;
   // An asynchronous pipeline without recomputation: the first stage holds up to K micro-batches.
-  pr.in_flight = kGpus;
+  pr.in_flight = setup.gpus();
   pr.memory_limit_bytes = enforce_memory ? setup.cluster.device.memory_bytes : 0;
   try {
     out.partition = make_partitioner("pipedream-dp")->partition(pr);

@@ -31,32 +31,14 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Per-worker mini-batches: not in Table 1, so ours to choose (the README says so, and the
-// batch-sensitivity table shows what changes at half and twice these). PipeDream trains the
-// image models with SGD and momentum.
-const std::vector<ModelSetting>& settings() {
-  static const std::vector<ModelSetting> list = {
-      {"VGG-16", "vgg:16", 64, "momentum"},
-      {"ResNet-50", "resnet:50", 128, "momentum"},
-      {"AlexNet", "alexnet", 256, "momentum"},
-  };
-  return list;
-}
-
-constexpr const char* kLstm =
-    "its LSTM layers are not in the analytic zoo: a recurrent layer runs its time steps one after "
-    "another as small matrix products whose speed the roofline's per-kind efficiencies do not "
-    "know (no measured LSTM profile to calibrate them against), and Table 1 does not state the "
-    "sequence lengths";
-
 }  // namespace
 
 std::string PaperRow::label() const {
   return fmt::format("{}, Cluster-{} {}x{}", model, cluster, servers, gpus_per_server);
 }
 
-std::vector<PaperRow> paper_rows(const ReproContext& context) {
-  const ReferenceTable t = load_reference(context, kReference);
+std::vector<PaperRow> paper_rows(const ReproContext& context, const Data& data) {
+  const ReferenceTable t = load_reference(context, data.reference);
   std::vector<PaperRow> rows;
   for (size_t r = 0; r < t.rows.size(); ++r) {
     PaperRow row;
@@ -74,24 +56,30 @@ std::vector<PaperRow> paper_rows(const ReproContext& context) {
   return rows;
 }
 
-const ModelSetting* find_model(const std::string& paper_name) {
-  for (const auto& s : settings()) {
+const ModelSetting* find_model(const Data& data, const std::string& paper_name) {
+  for (const auto& s : data.models) {
     if (s.paper == paper_name) return &s;
   }
   return nullptr;
 }
 
-std::string not_modelled_reason(const std::string& paper_name) {
-  if (paper_name.rfind("GNMT", 0) == 0 || paper_name == "AWD LM") return kLstm;
-  if (paper_name == "S2VT") return std::string(kLstm) + "; and Cluster-C (Titan X) is not shipped";
-  return "not in the analytic zoo";
+std::string not_modelled_reason(const Data& data, const std::string& paper_name) {
+  const auto it = data.not_modelled.find(paper_name);
+  if (it == data.not_modelled.end()) return data.reasons.at("default")(data.args);
+  std::string out;
+  for (const auto& key : it->second) {
+    out += (out.empty() ? "" : "; ") + data.reasons.at(key)(data.args);
+  }
+  return out;
 }
 
-std::string cluster_name(const PaperRow& row, const Catalog& catalog) {
+std::string cluster_name(const Data& data, const PaperRow& row, const Catalog& catalog) {
   std::string letter = row.cluster;
   for (char& c : letter) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string name =
-      fmt::format("pipedream-cluster-{}-{}x{}-v100", letter, row.servers, row.gpus_per_server);
+  const std::string name = data.cluster_file(TextArgs(data.args)
+                                                 .set("letter", letter)
+                                                 .set("servers", row.servers)
+                                                 .set("gpus_per_server", row.gpus_per_server));
   for (const auto& n : catalog.cluster_names()) {
     if (n == name) return name;
   }
@@ -147,16 +135,18 @@ Priced price(const Workload& s, Partition p) {
 
 }  // namespace
 
-Outcome run_row(const Catalog& catalog, const PaperRow& row) {
+Outcome run_row(const Data& data, const Catalog& catalog, const PaperRow& row) {
   Outcome o;
   o.row = row;
-  o.model = find_model(row.model);
-  const std::string cluster = cluster_name(row, catalog);
+  o.model = find_model(data, row.model);
+  const std::string cluster = cluster_name(data, row, catalog);
   if (o.model == nullptr) {
-    o.not_modelled = not_modelled_reason(row.model);
+    o.not_modelled = not_modelled_reason(data, row.model);
   } else if (cluster.empty()) {
-    o.not_modelled = fmt::format("no cluster file for Cluster-{} {}x{}", row.cluster, row.servers,
-                                 row.gpus_per_server);
+    o.not_modelled = data.no_cluster(TextArgs(data.args)
+                                         .set("cluster", row.cluster)
+                                         .set("servers", row.servers)
+                                         .set("gpus_per_server", row.gpus_per_server));
   }
   if (!o.not_modelled.empty()) return o;
   const Workload s(catalog, *o.model, cluster, o.model->batch);
@@ -169,9 +159,10 @@ Outcome run_row(const Catalog& catalog, const PaperRow& row) {
   return o;
 }
 
-std::vector<int> pick_at_batch(const Catalog& catalog, const PaperRow& row, int batch) {
-  const ModelSetting* model = find_model(row.model);
-  const std::string cluster = cluster_name(row, catalog);
+std::vector<int> pick_at_batch(const Data& data, const Catalog& catalog, const PaperRow& row,
+                               int batch) {
+  const ModelSetting* model = find_model(data, row.model);
+  const std::string cluster = cluster_name(data, row, catalog);
   if (model == nullptr || cluster.empty()) {
     throw InputError(fmt::format("reproduce pipedream: {} is not modelled", row.label()));
   }
@@ -186,39 +177,43 @@ std::string refusal(const Priced& p, size_t k) {
   return p.refused[k].empty() ? "" : "; " + p.refused[k];
 }
 
-ReproTable configs_table(const std::vector<Outcome>& outcomes) {
-  ReproTable t{"table1-configs",
-               "PipeDream Table 1: the configuration picked and its speedup over DP — the "
-               "paper's optimizer; our pipedream-dp under its objective; simulated, the paper's "
-               "configuration and our planner's pick",
-               {}};
-  for (const auto& o : outcomes) {
-    if (!o.not_modelled.empty()) {
-      t.rows.push_back({o.row.label(), "speedup over DP", o.row.speedup, kNaN, "x",
-                        fmt::format("paper {}; not modelled: {}", o.row.config,
-                                    o.not_modelled.substr(0, o.not_modelled.find(':')))});
-      continue;
-    }
-    t.rows.push_back(
-        {o.row.label(), "speedup over DP", o.row.speedup, o.speedup_ours(), "x",
-         fmt::format("paper {}, ours {} ({}); the pipedream-dp objective", o.row.config,
-                     o.ours.config, o.agrees() ? "the same" : "differs")});
-    t.rows.push_back(
-        {o.row.label(), "speedup over DP, simulated: the paper's configuration", o.row.speedup,
-         o.speedup(o.papers, kSimulated), "x",
-         fmt::format("paper {} at its best split{}", o.row.config, refusal(o.papers, kSimulated))});
-    const PlannerPick& best = o.planner_best();
-    t.rows.push_back({o.row.label(), "speedup over DP, simulated: our planner's pick",
-                      o.row.speedup, o.speedup_planner(), "x",
-                      fmt::format("paper {}, planner {} ({}){}", o.row.config,
-                                  best.config.empty() ? "-" : best.config, best.setting(),
-                                  best.refused.empty() ? "" : "; " + best.refused)});
+// The rows of one row of Table 1: its speedup under the objective, and simulated for the paper's
+// configuration and our planner's pick.
+void config_rows(const Data& d, const Outcome& o, ReproTable& t) {
+  const auto& n = d.row_notes;
+  const TextArgs args = TextArgs(d.args).set("paper", o.row.config);
+  if (!o.not_modelled.empty()) {
+    t.rows.push_back({o.row.label(), "speedup over DP", o.row.speedup, kNaN, "x",
+                      n.not_modelled(TextArgs(args).set(
+                          "reason", o.not_modelled.substr(0, o.not_modelled.find(':'))))});
+    return;
   }
+  t.rows.push_back({o.row.label(), "speedup over DP", o.row.speedup, o.speedup_ours(), "x",
+                    n.objective(TextArgs(args)
+                                    .set("ours", o.ours.config)
+                                    .set("agreement", o.agrees() ? "the same" : "differs"))});
+  t.rows.push_back(
+      {o.row.label(), "speedup over DP, simulated: the paper's configuration", o.row.speedup,
+       o.speedup(o.papers, kSimulated), "x",
+       n.papers_simulated(TextArgs(args).set("refusal", refusal(o.papers, kSimulated)))});
+  const PlannerPick& best = o.planner_best();
+  t.rows.push_back(
+      {o.row.label(), "speedup over DP, simulated: our planner's pick", o.row.speedup,
+       o.speedup_planner(), "x",
+       n.planner(TextArgs(args)
+                     .set("planner", best.config.empty() ? "-" : best.config)
+                     .set("setting", best.setting())
+                     .set("refusal", best.refused.empty() ? "" : "; " + best.refused))});
+}
+
+ReproTable configs_table(const Data& d, const std::vector<Outcome>& outcomes) {
+  ReproTable t = d.configs.table(d.args);
+  for (const auto& o : outcomes) config_rows(d, o, t);
   return t;
 }
 
 // Our planner's picks and its data-parallel candidates, simulated.
-void planner_rows(ReproTable& t, const Outcome& o) {
+void planner_rows(const Data& d, ReproTable& t, const Outcome& o) {
   for (const auto& p : o.planner) {
     const std::string note =
         p.refused.empty() ? fmt::format("{}: {}", p.config, p.stages) : p.refused;
@@ -227,18 +222,15 @@ void planner_rows(ReproTable& t, const Outcome& o) {
     t.rows.push_back(
         {o.row.label(), "simulated: data parallel at " + p.setting(), kNaN, p.dp_seconds * 1e3,
          "ms",
-         fmt::format("the planner's data-parallel candidate: {} micro-batch{} of "
-                     "{} samples per replica a step",
-                     p.chunks, p.chunks == 1 ? "" : "es", p.batch / (p.chunks * o.row.gpus()))});
+         d.row_notes.planner_dp(TextArgs(d.args)
+                                    .set("chunks", p.chunks)
+                                    .set("plural", p.chunks == 1 ? "" : "es")
+                                    .set("samples", p.batch / (p.chunks * o.row.gpus())))});
   }
 }
 
-ReproTable objectives_table(const std::vector<Outcome>& outcomes) {
-  ReproTable t{"objectives",
-               "Time per mini-batch (steady state) of our pick, the paper's configuration at its "
-               "best split and data parallelism, under the pipedream-dp objective and simulated; "
-               "our planner's picks, simulated",
-               {}};
+ReproTable objectives_table(const Data& d, const std::vector<Outcome>& outcomes) {
+  ReproTable t = d.objectives.table(d.args);
   for (const auto& o : outcomes) {
     if (!o.not_modelled.empty()) continue;
     for (size_t k = 0; k < pricings().size(); ++k) {
@@ -255,25 +247,27 @@ ReproTable objectives_table(const std::vector<Outcome>& outcomes) {
       }
       t.rows.push_back(
           {o.row.label(), fmt::format("{}: speedup over DP of the paper's {}", how, o.row.config),
-           o.row.speedup, o.speedup(o.papers, k), "x", "the paper's configuration priced as ours"});
+           o.row.speedup, o.speedup(o.papers, k), "x", d.row_notes.priced_as_ours(d.args)});
     }
-    planner_rows(t, o);
+    planner_rows(d, t, o);
   }
   return t;
 }
 
-ReproTable sensitivity_table(const Catalog& catalog, const std::vector<Outcome>& outcomes) {
-  ReproTable t{"batch-sensitivity",
-               "Our pick at other per-worker mini-batches (1 = the paper's configuration)",
-               {}};
+ReproTable sensitivity_table(const Data& d, const Catalog& catalog,
+                             const std::vector<Outcome>& outcomes) {
+  ReproTable t = d.sensitivity.table(d.args);
   for (const auto& o : outcomes) {
     if (!o.not_modelled.empty()) continue;
     const int b = o.model->batch;
-    for (int batch : {b / 2, b, 2 * b}) {
-      const std::vector<int> pick = pick_at_batch(catalog, o.row, batch);
+    for (double scale : d.batch_scales) {
+      const int batch = static_cast<int>(b * scale);
+      const std::vector<int> pick = pick_at_batch(d, catalog, o.row, batch);
       const bool same = pick == parse_config(o.row.config, o.row.gpus(), o.row.label());
-      t.rows.push_back({o.row.label(), fmt::format("our pick at {} samples per worker", batch), 1.0,
-                        same ? 1.0 : 0.0, "", "ours " + format_config(pick)});
+      t.rows.push_back(
+          {o.row.label(), fmt::format("our pick at {} samples per worker", batch), 1.0,
+           same ? 1.0 : 0.0, "",
+           d.row_notes.sensitivity(TextArgs(d.args).set("pick", format_config(pick)))});
     }
   }
   return t;
@@ -282,30 +276,32 @@ ReproTable sensitivity_table(const Catalog& catalog, const std::vector<Outcome>&
 class PipeDreamEntry : public ReproEntry {
  public:
   std::string id() const override { return "pipedream"; }
-  std::string title() const override {
-    return "PipeDream: Table 1's configurations (15-1, Straight, DP) vs our pipedream-dp's and "
-           "planner's picks, by the objective and simulated";
+  std::string title(const ReproContext& context) const override {
+    const Data data = load_data(context);
+    return data.title(data.args);
   }
 
   ReproResult run(const ReproContext& context) const override {
+    const Data data = load_data(context);
     std::vector<Outcome> outcomes;
-    for (const auto& row : paper_rows(context)) outcomes.push_back(run_row(context.catalog, row));
-    return result_of(context, outcomes);
+    for (const auto& row : paper_rows(context, data)) {
+      outcomes.push_back(run_row(data, context.catalog, row));
+    }
+    return result_of(context, data, outcomes);
   }
 };
 
 }  // namespace
 
-ReproResult result_of(const ReproContext& context, const std::vector<Outcome>& outcomes) {
+ReproResult result_of(const ReproContext& context, const Data& data,
+                      const std::vector<Outcome>& outcomes) {
   ReproResult res;
   res.id = "pipedream";
-  res.citation = fmt::format(
-      "PipeDream (Narayanan et al., \"PipeDream: Generalized Pipeline Parallelism for DNN "
-      "Training\", SOSP'19), Table 1 ({})",
-      load_reference(context, kReference).path);
-  res.tables = {configs_table(outcomes), objectives_table(outcomes),
-                sensitivity_table(context.catalog, outcomes)};
-  res.assumptions = notes(outcomes);
+  res.citation = data.citation(
+      TextArgs(data.args).set("reference_path", load_reference(context, data.reference).path));
+  res.tables = {configs_table(data, outcomes), objectives_table(data, outcomes),
+                sensitivity_table(data, context.catalog, outcomes)};
+  res.assumptions = notes(data, outcomes);
   return res;
 }
 

@@ -15,25 +15,28 @@
 // by that objective, and by the simulator running it under PipeDream's asynchronous schedule
 // (Section 3.3: 1F1B with weight stashing, a replicated stage's mini-batches dealt round-robin).
 // "Speedup over DP" is the pure data-parallel configuration's time per mini-batch over the
-// configuration's, under one pricing.
+// configuration's, under one pricing. Which models (and their mini-batches), the cluster files,
+// the batch scales and the text are in experiments/reference/pipedream-entry.json (Data below).
 //
 // Thread-safety: pure functions; a Workload is immutable after construction.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/plan.hpp"
+#include "studies/reproduce/entry_data.hpp"
 #include "studies/reproduce/reproduce.hpp"
+#include "studies/reproduce/text.hpp"
 
 namespace pipetwin::sim::pipedream {
-
-inline constexpr const char* kReference = "pipedream-table1-configs.csv";
 
 // ---- Table 1's notation ------------------------------------------------------------------------
 
@@ -57,7 +60,6 @@ struct PaperRow {
   int gpus() const { return servers * gpus_per_server; }
   std::string label() const;  // "VGG-16, Cluster-A 4x4"
 };
-std::vector<PaperRow> paper_rows(const ReproContext& context);
 
 // A model of Table 1 we describe in the analytic zoo, trained as PipeDream trains it.
 struct ModelSetting {
@@ -66,19 +68,47 @@ struct ModelSetting {
   int batch = 0;          // samples per worker per mini-batch
   std::string optimizer;  // core/precision.hpp's name
 };
+
+// experiments/reference/pipedream-entry.json (see its "about").
+struct Data {
+  Text title;
+  std::string reference;  // Table 1's file
+  Text citation;
+  std::vector<ModelSetting> models;
+  std::map<std::string, Text> reasons;                           // why a model is not modelled
+  std::map<std::string, std::vector<std::string>> not_modelled;  // model -> keys of reasons
+  Text no_cluster, cluster_file;
+  std::vector<double> batch_scales;  // of the model's mini-batch, for the sensitivity table
+  TableText configs, objectives, sensitivity;
+  struct {
+    Text not_modelled, objective, papers_simulated, planner, planner_dp, priced_as_ours,
+        sensitivity;
+  } row_notes;
+  std::vector<Text> assumptions;
+  struct {
+    Text uncertain, efficiency, not_modelled, summary, priced, planner_head, planner_nothing,
+        planner_pick, agree, disagree, disagree_memory, disagree_pair, paper_faster, network,
+        different, hidden_allreduce;
+  } notes;
+  TextArgs args;  // what every template may name: the clusters' facts, zoo_models, ...
+};
+Data load_data(const ReproContext& context);
+
+std::vector<PaperRow> paper_rows(const ReproContext& context, const Data& data);
+
 // nullptr for the models we do not describe (see not_modelled_reason).
-const ModelSetting* find_model(const std::string& paper_name);
-std::string not_modelled_reason(const std::string& paper_name);
+const ModelSetting* find_model(const Data& data, const std::string& paper_name);
+std::string not_modelled_reason(const Data& data, const std::string& paper_name);
 // The shipped cluster file of a row ("pipedream-cluster-a-4x4-v100"); empty when none ships.
-std::string cluster_name(const PaperRow& row, const Catalog& catalog);
+std::string cluster_name(const Data& data, const PaperRow& row, const Catalog& catalog);
 
 // ---- pricing
 // -------------------------------------------------------------------------------------
 
 // One model on one cluster: the analytic profile (float32, the model's optimizer) on the
 // cluster's GPU, with the efficiencies calibrated for that GPU where the catalog has them
-// (<catalog>/efficiency/<gpu>-float32.json or <gpu>.json, as profiles/model_source.hpp looks them up)
-// and the built-in defaults otherwise, and PipeDream's request: P = every GPU of the cluster,
+// (<catalog>/efficiency/<gpu>-float32.json or <gpu>.json, as profiles/model_source.hpp looks them
+// up) and the built-in defaults otherwise, and PipeDream's request: P = every GPU of the cluster,
 // mini-batches of `batch` samples per worker, weights updated after every mini-batch (M = 1), no
 // memory limit (PipeDream's optimizer has none; FTPipe Section 5.5).
 class Workload {
@@ -230,20 +260,22 @@ struct Outcome {
 // "15-1", 16 for "16"), the fewest micro-batches that deal the paper's configuration round-robin
 // with one mini-batch of b samples per replica per step, as PipeDream runs it.
 int planner_chunks(const PaperRow& row);
-Outcome run_row(const Catalog& catalog, const PaperRow& row);
+Outcome run_row(const Data& data, const Catalog& catalog, const PaperRow& row);
 // Our pick for the row's model on its cluster at another per-worker mini-batch (the sensitivity
 // of the pick to the batch, which the paper's Table 1 does not state).
 // InputError for a row we do not model.
-std::vector<int> pick_at_batch(const Catalog& catalog, const PaperRow& row, int batch);
+std::vector<int> pick_at_batch(const Data& data, const Catalog& catalog, const PaperRow& row,
+                               int batch);
 
 // The entry's result from run_row of every row of Table 1, in order (what `pipetwin reproduce
 // pipedream` runs; the tests reuse their outcomes).
-ReproResult result_of(const ReproContext& context, const std::vector<Outcome>& outcomes);
+ReproResult result_of(const ReproContext& context, const Data& data,
+                      const std::vector<Outcome>& outcomes);
 
 // The README's notes (pipedream_notes.cpp): the assumptions, then per modelled row what each
 // pricing ranks first and where the simulator and the objective disagree, and why every pick of
 // ours that differs from the paper's does.
-std::vector<std::string> notes(const std::vector<Outcome>& outcomes);
+std::vector<std::string> notes(const Data& data, const std::vector<Outcome>& outcomes);
 
 // "layers conv1_1-pool5 | fc6-fc8": the stages of a partition by the names of their layers.
 std::string describe_stages(const CostModel& cost, const Partition& p);

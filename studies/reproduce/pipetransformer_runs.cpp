@@ -1,6 +1,5 @@
 // `pipetwin reproduce pipetransformer`: the settings and the simulated runs (see
 // pipetransformer.hpp).
-#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -15,37 +14,41 @@ namespace pipetwin::sim::pipetransformer {
 namespace {
 
 // Training split of each data set (the data sets' own figures; the paper does not restate them).
-long training_samples(const std::string& dataset) {
-  static const std::map<std::string, long> sizes = {
-      {"ImageNet", 1281167}, {"CIFAR-100", 50000}, {"SQuAD 1.1", 87599}};
-  const auto it = sizes.find(dataset);
-  if (it == sizes.end())
-    throw InputError(fmt::format("reproduce pipetransformer: unknown data set \"{}\"", dataset));
-  return it->second;
+// `origin`: the reference table's row that names the data set.
+long training_samples(const Data& data, const std::string& dataset, const std::string& origin) {
+  for (const auto& d : data.datasets) {
+    if (d.name == dataset) return d.samples;
+  }
+  throw InputError(
+      fmt::format("{}: datasets: no \"{}\" ({} names it)", data.path, dataset, origin));
 }
 
-std::string zoo_name(const std::string& model) {
-  if (model == "ViT-B/16") return "vit:b16";
-  if (model == "BERT-large-uncased") return "bert:large";
-  throw InputError(fmt::format("reproduce pipetransformer: no zoo model for \"{}\"", model));
+std::string zoo_name(const Data& data, const std::string& model, const std::string& origin) {
+  const auto it = data.zoo_models.find(model);
+  if (it == data.zoo_models.end()) {
+    throw InputError(
+        fmt::format("{}: zoo_models: no \"{}\" ({} names it)", data.path, model, origin));
+  }
+  return it->second;
 }
 
 }  // namespace
 
-std::vector<Setting> settings(const ReproContext& context) {
-  const ReferenceTable table1 = load_reference(context, "pipetransformer-table1-speedup.csv");
-  const ReferenceTable table3 = load_reference(context, "pipetransformer-table3-hparams.csv");
+std::vector<Setting> settings(const ReproContext& context, const Data& data) {
+  const ReferenceTable table1 = load_reference(context, data.table1_reference);
+  const ReferenceTable table3 = load_reference(context, data.table3_reference);
   std::vector<Setting> out;
   for (size_t row = 0; row < table1.rows.size(); ++row) {
     Setting s;
     s.dataset = table1.cell(row, "dataset");
     const size_t h = table3.find("dataset", s.dataset);
+    const std::string origin = fmt::format("{} row {}", table3.path, h + 1);
     s.model = table3.cell(h, "model");
-    s.zoo = zoo_name(s.model);
+    s.zoo = zoo_name(data, s.model, origin);
     s.layers = static_cast<int>(table3.number(h, "layers"));
     s.batch = static_cast<int>(table3.number(h, "batch_size"));
     s.epochs = static_cast<int>(table3.number(h, "epochs"));
-    s.samples = training_samples(s.dataset);
+    s.samples = training_samples(data, s.dataset, origin);
     out.push_back(s);
   }
   return out;
@@ -58,16 +61,22 @@ const Profile& Setup::profile(const std::string& zoo) const {
   throw std::logic_error("reproduce pipetransformer: no profile for " + zoo);
 }
 
-Setup make_setup(const ReproContext& context, const std::vector<Setting>& settings) {
+Setup make_setup(const ReproContext& context, const Data& data,
+                 const std::vector<Setting>& settings) {
   Setup setup;
   setup.catalog = &context.catalog;
-  setup.cluster = load_cluster(kCluster, context.catalog);
+  setup.data = &data;
+  setup.cluster = load_cluster(data.cluster, context.catalog);
   for (const auto& s : settings) {
     bool have = false;
     for (const auto& p : setup.profiles) have = have || p.first == s.zoo;
     if (!have) setup.profiles.emplace_back(s.zoo, resolve_profile(s.zoo, "", setup.cluster.device));
   }
   return setup;
+}
+
+ElasticConfig config(const Setup& setup, const Setting& s) {
+  return config(setup, s, setup.data->alpha);
 }
 
 ElasticConfig config(const Setup& setup, const Setting& s, double alpha) {
@@ -80,10 +89,11 @@ ElasticConfig config(const Setup& setup, const Setting& s, double alpha) {
   c.batch = s.batch;
   c.epochs = s.epochs;
   c.samples = s.samples;
-  c.schedule = "gpipe";  // PyTorch Pipe
-  c.checkpoint = Checkpoint::kExceptLast;
+  c.schedule = setup.data->schedule;  // PyTorch Pipe
+  c.checkpoint = setup.data->checkpoint;
   c.alpha = alpha;
-  c.trace = elastic::bound_trace_over_run(s.layers, alpha, s.epochs, s.samples, kFreezeSteps);
+  c.trace =
+      elastic::bound_trace_over_run(s.layers, alpha, s.epochs, s.samples, setup.data->freeze_steps);
   return c;
 }
 
@@ -91,7 +101,8 @@ std::vector<SettingRuns> run_table1(const Setup& setup, const std::vector<Settin
   std::vector<SettingRuns> out;
   for (const auto& s : settings) {
     // Figure 9 is ViT on ImageNet; the other settings run without the ablation.
-    out.push_back({s, simulate_elastic(config(setup, s), s.dataset == "ImageNet")});
+    out.push_back(
+        {s, simulate_elastic(config(setup, s), s.dataset == setup.data->breakdown_dataset)});
   }
   return out;
 }

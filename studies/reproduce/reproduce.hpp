@@ -4,7 +4,10 @@
 // comparisons — one row per figure: the paper's value, ours, and the relative error — plus the
 // modelling assumptions it made. The paper's values are read from experiments/reference/*.csv
 // (transcribed from the papers, each file citing paper and table), never typed into code, so the
-// figure compared against has one source. `pipetwin reproduce ID|all -o DIR` writes, per entry,
+// figure compared against has one source. Which rows an entry computes (its grid and
+// configurations) and its text are data too, in experiments/reference/<id>-entry.json
+// (studies/reproduce/entry_data.hpp); the code keeps how a row is computed.
+// `pipetwin reproduce ID|all -o DIR` writes, per entry,
 // DIR/ID/<table>.csv and DIR/ID/README.md (tables side by side and the assumptions), and
 // DIR/summary.csv with one row per comparison over all entries.
 //
@@ -55,7 +58,8 @@ class ReproEntry {
  public:
   virtual ~ReproEntry() = default;
   virtual std::string id() const = 0;
-  virtual std::string title() const = 0;
+  // One line for `pipetwin reproduce list`: the "title" of the entry's data file.
+  virtual std::string title(const ReproContext& context) const = 0;
   virtual ReproResult run(const ReproContext& context) const = 0;
 };
 

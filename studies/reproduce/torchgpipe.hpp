@@ -5,10 +5,12 @@
 //   torchgpipe_memory.cpp  Table 3 (U-Net memory benchmark: which (B, C) fit on 1, 2, 4, 8 GPUs)
 //   torchgpipe_speed.cpp   Section 4.2.1 (AmoebaNet-D speed) and 4.2.3 (U-Net speed)
 //
-// Common setting, as the paper states it: models from the analytic zoo (U-Net(B, C) and
-// AmoebaNet-D(L, F) descriptors, profiles/zoo/), float32, plain SGD ("trained by plain SGD", Section
-// 4.2.1; "parameters consumes 8 bytes each for itself and its gradients", Section 4.2.2), so no
-// optimizer state; GPipe in torchgpipe's clock-cycle order with checkpointing of every
+// The grid (models, batches, M, partitions, schedules, partitioners, the cluster) and the text
+// are in experiments/reference/torchgpipe-entry.json (Data below). Common setting, as the paper
+// states it: models from the analytic zoo (U-Net(B, C) and
+// AmoebaNet-D(L, F) descriptors, profiles/zoo/), float32, plain SGD ("trained by plain SGD",
+// Section 4.2.1; "parameters consumes 8 bytes each for itself and its gradients", Section 4.2.2),
+// so no optimizer state; GPipe in torchgpipe's clock-cycle order with checkpointing of every
 // micro-batch but the last (Section 2), skip tensors carried by portals straight from producer
 // to consumer (Section 3.3.1).
 //
@@ -24,17 +26,66 @@
 #include "core/plan.hpp"
 #include "core/profile.hpp"
 #include "sim/planner.hpp"
+#include "studies/reproduce/entry_data.hpp"
 #include "studies/reproduce/reproduce.hpp"
+#include "studies/reproduce/text.hpp"
 
 namespace pipetwin::sim::torchgpipe {
 
-inline constexpr const char* kCluster = "torchgpipe-8x-p40";
+// How a plan runs: schedule, checkpointing, partitioner.
+struct RunSetting {
+  std::string schedule;
+  Checkpoint checkpoint = Checkpoint::kNone;
+  std::string partitioner;
+};
+
+// experiments/reference/torchgpipe-entry.json: the grid and the text (see its "about").
+struct Data {
+  Text title;
+  std::string ablation_reference, memory_reference;
+  Text citation;
+  std::string cluster;
+  double explain_above = 0;  // a Table 3 row further off than this (relative) gets a note
+  struct Ablation {
+    TableText table;
+    std::string model;
+    int stages = 0, batch = 0, chunks = 0;
+    RunSetting run;
+    Text not_modelled, utilization, memory, speedup;
+  } ablation;
+  struct Memory {
+    TableText table;
+    int batch = 0;
+    std::vector<int> chunks, gpu_counts;
+    RunSetting pipeline, naive;
+    std::vector<int> widths, search_chunks;  // the search for the largest U-Net
+    int min_depth = 0;
+    Text usage, naive_fits, fits, naive_on_one, largest, deepest;
+    Text missing_head, missing_naive, missing_over, missing_under, missing_depth;
+  } memory;
+  struct Speed {
+    std::string partitioner;
+    Text no_batch, best_batch;
+    struct Model {
+      TableText table;
+      std::string model, schedule;
+      Checkpoint checkpoint = Checkpoint::kNone, checkpoint_one_micro_batch = Checkpoint::kNone;
+      std::vector<int> batches, naive_batches, partitions, micro_batches;
+      Text naive_note, pipeline_note;
+    } amoebanet, unet;
+  } speed;
+  std::vector<Text> assumptions, closing_notes;
+};
+Data load_data(const ReproContext& context);
 
 struct Setup {
   const Catalog* catalog = nullptr;
   Cluster cluster;
   // PyTorch's memory on the cluster's GPU (hardware/frameworks.json); none: the walk's bytes.
   std::optional<FrameworkMemory> framework;
+  const Data* data = nullptr;
+  // What every template may name: the cluster's facts, fragmentation and the data's settings.
+  TextArgs args() const;
 };
 
 // What torchgpipe's benchmarks report per GPU: torch.cuda.max_memory_cached, the caching

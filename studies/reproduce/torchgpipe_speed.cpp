@@ -14,7 +14,8 @@
 // The measured Tables 2 and 4 are withheld from our copy of the paper (held-out validation
 // targets for the simulator), so these tables give our predictions with the paper's column empty.
 // Batch sizes are searched over the candidates named in each row's note; partitions are balanced
-// by time (torchgpipe's balance_by_time).
+// by time (torchgpipe's balance_by_time). Models, batches, m, n and the text are in
+// experiments/reference/torchgpipe-entry.json ("speed").
 #include <limits>
 
 #include <fmt/format.h>
@@ -42,8 +43,8 @@ Best fastest(const Setup& setup, const std::string& model, const Profile& profil
   for (int batch : batches) {
     if (chunks > 0 && batch % chunks != 0) continue;
     try {
-      const Plan plan = make_plan(
-          request(setup, model, profile, stages, schedule, batch, chunks, ck, "balance-time"));
+      const Plan plan = make_plan(request(setup, model, profile, stages, schedule, batch, chunks,
+                                          ck, setup.data->speed.partitioner));
       const PlanContext ctx(plan, 0);
       const double thr = simulate_plan(ctx).metrics.throughput_samples_per_s;
       if (thr > best.throughput) best = {thr, batch, plan.chunks};
@@ -54,57 +55,57 @@ Best fastest(const Setup& setup, const std::string& model, const Profile& profil
   return best;
 }
 
-std::string batch_note(const Best& b, const std::vector<int>& batches) {
+std::string batch_note(const Setup& setup, const Best& b, const std::vector<int>& batches) {
   std::string list;
   for (int x : batches) list += (list.empty() ? "" : ", ") + std::to_string(x);
-  if (b.batch == 0) return fmt::format("nothing fits (batch in {})", list);
-  return fmt::format("batch {}, M = {} (batch in {})", b.batch, b.chunks, list);
+  const Data::Speed& d = setup.data->speed;
+  const TextArgs args = TextArgs(setup.args()).set("batches", list);
+  if (b.batch == 0) return d.no_batch(args);
+  return d.best_batch(TextArgs(args).set("batch", b.batch).set("chunks", b.chunks));
 }
 
 ReproTable amoebanet_table(const Setup& setup) {
-  const std::string model = "amoebanet:L=18,F=256";
-  ReproTable t{"table2-amoebanet-speed",
-               "Section 4.2.1 / Table 2: AmoebaNet-D (18, 256) speed, 3 x 224 x 224 (paper's "
-               "figures withheld)",
-               {}};
-  const Profile profile = sgd_profile(setup, model);
-  const std::vector<int> batches = {64, 128, 256, 512};
+  const Data::Speed::Model& d = setup.data->speed.amoebanet;
+  ReproTable t = d.table.table(setup.args());
+  const Profile profile = sgd_profile(setup, d.model);
   double base = kNaN;
-  for (int n : {2, 4, 8}) {
-    for (int m : {1, 4, 32}) {
+  for (int n : d.partitions) {
+    for (int m : d.micro_batches) {
       // "When m = 1, we used checkpointing to all micro-batches".
-      const Checkpoint ck = m == 1 ? Checkpoint::kAlways : Checkpoint::kExceptLast;
-      const Best b = fastest(setup, model, profile, n, "gpipe", m, ck, batches);
+      const Checkpoint ck = m == 1 ? d.checkpoint_one_micro_batch : d.checkpoint;
+      const Best b = fastest(setup, d.model, profile, n, d.schedule, m, ck, d.batches);
       const double thr = b.batch > 0 ? b.throughput : kNaN;
-      if (m == 1 && n == 2) base = thr;
+      if (m == d.micro_batches.front() && n == d.partitions.front()) base = thr;
       const std::string item = fmt::format("m={}, n={}", m, n);
-      t.rows.push_back({item, "throughput", kNaN, thr, "samples/s", batch_note(b, batches)});
-      t.rows.push_back({item, "speed-up over (m, n) = (1, 2)", kNaN, thr / base, "x", ""});
+      t.rows.push_back(
+          {item, "throughput", kNaN, thr, "samples/s", batch_note(setup, b, d.batches)});
+      t.rows.push_back({item,
+                        fmt::format("speed-up over (m, n) = ({}, {})", d.micro_batches.front(),
+                                    d.partitions.front()),
+                        kNaN, thr / base, "x", ""});
     }
   }
   return t;
 }
 
 ReproTable unet_table(const Setup& setup) {
-  const std::string model = "unet:B=5,C=64";
-  ReproTable t{"table4-unet-speed",
-               "Section 4.2.3 / Table 4: U-Net (5, 64) speed, 3 x 192 x 192 (paper's figures "
-               "withheld)",
-               {}};
-  const Profile profile = sgd_profile(setup, model);
-  const std::vector<int> naive_batches = {8, 16, 32, 64};
+  const Data::Speed::Model& d = setup.data->speed.unet;
+  const TextArgs args = setup.args();
+  ReproTable t = d.table.table(args);
+  const Profile profile = sgd_profile(setup, d.model);
   const Best naive =
-      fastest(setup, model, profile, 1, "naive", 1, Checkpoint::kNone, naive_batches);
+      fastest(setup, d.model, profile, 1, "naive", 1, Checkpoint::kNone, d.naive_batches);
   const double base = naive.batch > 0 ? naive.throughput : kNaN;
-  t.rows.push_back({"Naive-1", "throughput", kNaN, base, "samples/s",
-                    "no pipeline, no checkpointing; " + batch_note(naive, naive_batches)});
-  const std::vector<int> batches = {32, 64, 128, 256};
-  for (int n : {1, 2, 4, 8}) {
-    const Best b = fastest(setup, model, profile, n, "gpipe", 0, Checkpoint::kExceptLast, batches);
+  t.rows.push_back(
+      {"Naive-1", "throughput", kNaN, base, "samples/s",
+       d.naive_note(TextArgs(args).set("batch_note", batch_note(setup, naive, d.naive_batches)))});
+  for (int n : d.partitions) {
+    const Best b = fastest(setup, d.model, profile, n, d.schedule, 0, d.checkpoint, d.batches);
     const double thr = b.batch > 0 ? b.throughput : kNaN;
     const std::string item = fmt::format("Pipeline-{}", n);
-    t.rows.push_back({item, "throughput", kNaN, thr, "samples/s",
-                      batch_note(b, batches) + ", M auto in [1, 6n]"});
+    t.rows.push_back(
+        {item, "throughput", kNaN, thr, "samples/s",
+         d.pipeline_note(TextArgs(args).set("batch_note", batch_note(setup, b, d.batches)))});
     t.rows.push_back({item, "speed-up over Naive-1", kNaN, thr / base, "x", ""});
   }
   return t;
