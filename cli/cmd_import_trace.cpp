@@ -1,11 +1,13 @@
 // `pipetwin import-trace`: PyTorch profiler traces become a pipetwin profile
 // (profiles/trace_import/import.hpp; docs/import-trace.md).
 //
-//   pipetwin import-trace TRACE.json [TRACE2.json ...] [--layers children|depth=N|a,b,c]
+//   pipetwin import-trace TRACE.json [TRACE2.json ...] [--layers children|depth=N|N|a,b,c]
 //                         [--micro-batch 1,2,4] [--device NAME] [--model NAME]
 //                         [--loss last|unattributed] -o PROFILE.json
 //
-// One trace per micro-batch size (python/pipetwin_trace.py records them). It prints each layer's
+// One trace per micro-batch size (python/pipetwin_trace.py records them; a trace recorded as
+// torch.profiler's documentation shows it is read as profiles/trace_import/plain.hpp says, and
+// --layers N names its layers where it has no layer ranges). It prints each layer's
 // times at the largest size and, per trace, the share of the step time no layer could be given,
 // with its largest parts; the profile's notes say the same. Nothing is written on an error: the
 // profile goes through a temporary file renamed over the output (core/json_io.hpp).
@@ -107,13 +109,14 @@ void run_import_trace(const ImportTraceArgs& a) {
 void add_import_trace_command(CLI::App& app) {
   auto args = std::make_shared<ImportTraceArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "import-trace", "Make a profile from PyTorch profiler traces (python/pipetwin_trace.py)");
+      "import-trace", "Make a profile from PyTorch profiler traces (recorded by any means)");
   cmd->add_option("traces", args->traces,
                   "Kineto Chrome-trace JSON files, one per micro-batch size")
       ->required();
   cmd->add_option("--layers", args->layers,
-                  "layer ranges: children, depth=N, or names a,b,c (pipetwin.layer:<name> or "
-                  "plain record_function ranges)")
+                  "layer ranges: children, depth=N, N (children, N of them; in a trace without "
+                  "layer ranges or metadata, the first N forward operators of each step), or "
+                  "names a,b,c (pipetwin.layer:<name> or plain record_function ranges)")
       ->capture_default_str();
   cmd->add_option("--micro-batch", args->micro_batches,
                   "micro-batch size of each trace (default: the trace's metadata or shapes)")

@@ -4,7 +4,9 @@
 # it, `plan` makes a 1F1B K=2 M=4 plan of batch 4 x the largest size from it, `simulate` predicts
 # it, three `pipetwin run`s measure it and `compare` puts them side by side; then the same with a
 # `pipetwin profile` of the zoo's mlp of the same sizes measured in the same run. The skip model
-# is imported too (its edges).
+# is imported too (its edges). First, a trace recorded without the helper: the documentation's
+# profiler recipe on a 5-child nn.Sequential (tests/data/traces/plain_recipe.py), imported with
+# --layers 5 and, annotated with the helper's metadata, without flags, and planned.
 #
 # Usage: experiments/import_walkthrough.sh [OUT_DIR] [SIZES]
 #        (default experiments/results/import-walkthrough, 16,32,64)
@@ -13,6 +15,7 @@
 #   DEVICE (cpu; cuda records, profiles and runs on the GPU: kernels' device time)
 #   CLUSTER (local-cpu-2; on a GPU its one-GPU cluster, e.g. h100-1gpu)
 #   WIDTH, INPUTS, CLASSES (256, 64, 10: the MLP's sizes)
+#   PLAIN_ONLY (1: stop after the plain recipe, which needs no LibTorch build)
 # A few minutes on the CPU VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +38,17 @@ traces() { for b in ${sizes//,/ }; do echo "traces/$1.mb$b.trace.json"; done; }
 {
   echo "== $(date -u +%FT%TZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
     "device $device"
+  recipe="$root/tests/data/traces/plain_recipe.py"
+  say "$python" "$recipe" recipe.json
+  say "$pt" import-trace recipe.json -o recipe.profile.json || true  # refused: no layers named
+  say "$pt" import-trace recipe.json --layers 5 --micro-batch 32 -o recipe.profile.json
+  say "$pt" plan --profile recipe.profile.json --cluster local-cpu-2 -K 2 --schedule 1f1b -B 128 \
+    -M 4 --partitioner balance-time -o recipe.plan.json
+  say "$python" "$recipe" annotated.json --annotate
+  say "$pt" import-trace annotated.json -o annotated.profile.json
+  say "$pt" plan --profile annotated.profile.json --cluster local-cpu-2 -K 2 --schedule 1f1b \
+    -B 128 -M 4 --partitioner balance-time -o annotated.plan.json
+  [[ ${PLAIN_ONLY:-0} == 1 ]] && exit 0
   say "$python" "$root/python/pipetwin_trace.py" --model mlp --width "$width" --inputs "$inputs" \
     --classes "$classes" --micro-batches "$sizes" --steps 7 --device "$device" --out-dir traces
   say "$pt" import-trace $(traces mlp) -o mlp.profile.json

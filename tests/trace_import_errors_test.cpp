@@ -82,20 +82,37 @@ Json without(Json doc, const std::string& prefix) {
 }
 
 TEST(TraceImportErrors, MissingStructure) {
-  expect_error(doc_error(without(fixture(), "pipetwin.step:")),
-               "no \"pipetwin.step:<i>\" range: wrap each training step");
+  // Without step ranges the optimizer's ranges end the steps (plain.hpp); without those too:
+  expect_error(doc_error(without(without(fixture(), "pipetwin.step:"), "Optimizer.step#")),
+               "no training step: no \"pipetwin.step:<i>\", \"ProfilerStep#<n>\" or "
+               "\"Optimizer.step#...\" range: call prof.step() after each step");
   Json one = fixture();
   for (const char* s : {"pipetwin.step:1", "pipetwin.step:2", "pipetwin.step:3"})
     one = without(one, s);
   expect_error(doc_error(one), "only 1 \"pipetwin.step:\" range; at least 2 are needed");
+  Json one_optimizer = without(fixture(), "pipetwin.step:");
+  Json kept = Json::array();
+  int optimizers = 0;
+  for (const auto& e : one_optimizer["traceEvents"]) {
+    if (e.value("name", "") != "Optimizer.step#SGD.step" || optimizers++ == 0) kept.push_back(e);
+  }
+  one_optimizer["traceEvents"] = kept;
+  expect_error(doc_error(one_optimizer),
+               "only 1 training step (\"Optimizer.step#SGD.step\" ranges with backward ops "
+               "between them); at least 2 are needed");
   expect_error(doc_error(without(fixture(), "pipetwin.layer:")),
-               "no \"pipetwin.layer:<name>\" range");
+               "no \"pipetwin.layer:<name>\" or \"nn.Module: \" range and no pipetwin metadata "
+               "that names the layers: give --layers N");
   expect_error(doc_error(without(fixture(), "autograd::engine::evaluate_function")),
                "no autograd backward op");
-  // The legacy profiler's export: no args at all, hence no sequence numbers.
+  // The legacy profiler's export: no args at all, hence no shapes (and no sequence numbers: the
+  // backward is matched by order, trace_import_plain_test.cpp).
   Json legacy = fixture()["traceEvents"];
   for (auto& e : legacy) e["args"] = Json::object();
-  expect_error(doc_error(legacy), "none of the 51 backward ops carries a \"Sequence number\"");
+  expect_error(doc_error(legacy),
+               "no micro-batch size: no \"pipetwin\" metadata and no recorded input shape of "
+               "layer \"embed\" (the trace records no shapes at all: the legacy profiler's "
+               "export writes none); give --micro-batch");
   Json partial = fixture();  // block runs in the first two measured steps only
   bool seen = false;
   for (auto& e : partial["traceEvents"]) {

@@ -135,6 +135,15 @@ TEST(TraceImportReal, CliRefusesBadTracesAndWritesNothing) {
   const std::string src = test::source_dir() + "/tests/data/traces/";
   test::write_text(dir.file("bad.json"), "{\"traceEvents\": [");
   test::write_text(dir.file("profile.json"), "{\"format\": \"pipetwin.profile\"}");
+  test::write_text(dir.file("ops.json"), R"([{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2}])");
+  // The legacy export of two steps with no layer ranges.
+  test::write_text(dir.file("legacy.json"), R"([
+      {"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2, "tid": 1},
+      {"ph": "X", "name": "autograd::engine::evaluate_function: MmBackward0", "ts": 4, "dur": 2, "tid": 1},
+      {"ph": "X", "name": "Optimizer.step#SGD.step", "ts": 7, "dur": 2, "tid": 1},
+      {"ph": "X", "name": "aten::mm", "ts": 11, "dur": 2, "tid": 1},
+      {"ph": "X", "name": "autograd::engine::evaluate_function: MmBackward0", "ts": 14, "dur": 2, "tid": 1},
+      {"ph": "X", "name": "Optimizer.step#SGD.step", "ts": 17, "dur": 2, "tid": 1}])");
   const std::pair<std::string, std::string> cases[] = {
       {dir.file("bad.json"), "bad.json:1:"},
       {dir.file("profile.json"), "profile.json: traceEvents: missing required field"},
@@ -142,7 +151,12 @@ TEST(TraceImportReal, CliRefusesBadTracesAndWritesNothing) {
       {src + "cpu-skip.trace.json --micro-batch 8", "--micro-batch gives 8 for it"},
       {src + "cpu-skip.trace.json --device tpu-v9", "--device: unknown device"},
       {src + "cpu-skip.trace.json --loss first", "--loss: last or unattributed (\"first\" given)"},
-      {src + "cpu-skip.trace.json " + src + "cpu-skip.trace.json", "already given by"}};
+      {src + "cpu-skip.trace.json " + src + "cpu-skip.trace.json", "already given by"},
+      // Traces recorded without the helper (trace_import_plain_test.cpp).
+      {src + "torch2-modules.trace.json --layers 4", "--layers 4: the trace's layer ranges give 5"},
+      {src + "torch2-modules.trace.json --layers 0", "--layers: a count of layers must be"},
+      {dir.file("ops.json"), "no training step: no \"pipetwin.step:<i>\", \"ProfilerStep#<n>\""},
+      {dir.file("legacy.json"), "no \"pipetwin.layer:<name>\" or \"nn.Module: \" range"}};
   const std::string out = dir.file("out.profile.json");
   for (const auto& [args, want] : cases) {
     const int rc = run(fmt::format("{} import-trace {} -o {} >{} 2>{}", binary(), args, out,

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "profiles/trace_import/backward_order.hpp"
 
 namespace pipetwin::trace_import {
 
@@ -34,6 +35,7 @@ class Attribution {
       sm.forward_s.assign(m_.layers.size(), 0);
       sm.backward_s.assign(m_.layers.size(), 0);
       sm.optimizer_layer_s.assign(m_.layers.size(), 0);
+      sm.accumulate_s.assign(m_.layers.size(), 0);
     }
     compute_costs();
     attribute_forward_and_optimizer();
@@ -55,6 +57,13 @@ class Attribution {
     }
     return false;
   }
+  // Whether an operator (not a range) or an accounted event encloses i.
+  bool inside_operator_or_accounted(size_t i) const {
+    for (int a = parent(i); a != kNone; a = parent(size_t(a))) {
+      if ((host(size_t(a)) && !ev_[size_t(a)].range) || accounted_[size_t(a)]) return true;
+    }
+    return false;
+  }
   // Whether an enclosing event of i (not i itself) is named `name`.
   bool inside_named(size_t i, std::string_view name) const {
     for (int a = parent(i); a != kNone; a = parent(size_t(a))) {
@@ -73,7 +82,8 @@ class Attribution {
   void map_sequences();
   void attribute_backward();
   void account_unattributed();
-  void visit(size_t i, StepMeasure& sm);
+  void visit(size_t i, int step, StepMeasure& sm);
+  int layer_of_operator(size_t i) const;
 
   const KinetoTrace& t_;
   const std::vector<TraceEvent>& ev_;
@@ -144,6 +154,7 @@ void Attribution::select_layers() {
   const std::string_view prefix = helper_ranges ? kLayerPrefix : kModulePrefix;
   // Module ranges: the outermost is the model itself, so its children are depth 2.
   const int base = helper_ranges ? 0 : 1;
+
   std::vector<int> depth(n_, 0);  // layer ranges among the event and its ancestors
   std::map<std::string, int> ids;
   const bool by_name = sel_.mode == LayerSelection::Mode::kNames;
@@ -164,7 +175,9 @@ void Attribution::select_layers() {
       fail(fmt::format("{}[{}]: a \"{}\" range without a layer name", t_.events_path,
                        ev_[i].file_index, prefix));
     }
-    depth[i] = outer + 1;
+    // Module ranges by the Python call tree where the trace has it (kineto.hpp).
+    depth[i] =
+        !helper_ranges && prefixed && ev_[i].module_depth > 0 ? ev_[i].module_depth : outer + 1;
     deepest = std::max(deepest, depth[i] - base);
     const int want = (sel_.mode == LayerSelection::Mode::kDepth ? sel_.depth : 1) + base;
     if (!(by_name ? named : depth[i] == want)) continue;
@@ -213,6 +226,10 @@ void Attribution::order_layers() {
                           "ranges with --layers a,b,c"
                         : "no selected layer range inside a measured \"pipetwin.step:\" range "
                           "(the first step is warm-up)");
+  }
+  if (sel_.mode == LayerSelection::Mode::kCount && m_.layers.size() != size_t(sel_.count)) {
+    fail(fmt::format("--layers {}: the trace's layer ranges give {} layers ({})", sel_.count,
+                     m_.layers.size(), fmt::join(m_.layers, ", ")));
   }
   const size_t measured = m_.measured_steps.size();
   for (size_t id = 0; id < names_.size(); ++id) {
@@ -312,9 +329,10 @@ void Attribution::attribute_forward_and_optimizer() {
   }
 }
 
-// The loss (attribute.hpp): per measured step, the host events after the last layer's ranges end
-// and before the step's first backward op starts, outside every layer range and not already
-// accounted (the optimizer's), with everything inside them.
+// The loss (attribute.hpp): per measured step, the outermost operators (the ranges around them
+// apart: the step's, Python frames) after the last layer's ranges end and before the step's first
+// backward op starts, outside every layer range and not already accounted (the optimizer's), with
+// everything inside them.
 void Attribution::attribute_loss() {
   const size_t steps = m_.steps.size();
   const int last = static_cast<int>(m_.layers.size()) - 1;
@@ -335,8 +353,8 @@ void Attribution::attribute_loss() {
       in_loss_[i] = 1;
       continue;
     }
-    const bool outermost = p == kNone || p == m_.measured_steps[size_t(s)];
-    if (!outermost || ev_[i].ts_us < last_end[size_t(s)] ||
+    // The outermost operators: ranges around them (the step's, Python frames) do not count.
+    if (ev_[i].range || inside_operator_or_accounted(i) || ev_[i].ts_us < last_end[size_t(s)] ||
         ev_[i].ts_us >= first_backward[size_t(s)])
       continue;
     in_loss_[i] = 1;
@@ -369,18 +387,32 @@ void Attribution::map_sequences() {
     const auto [it, fresh] = latest.emplace(ev_[i].sequence, i);
     if (!fresh && ev_[i].ts_us >= ev_[it->second].ts_us) it->second = i;
   }
-  const int last = static_cast<int>(m_.layers.size()) - 1;
-  for (const auto& [seq, i] : latest) {
-    const int name = enclosing_[i];
-    seq_layer_[seq] = name != kNone                  ? layer_of_name_[size_t(name)]
-                      : loss_to_last_ && in_loss_[i] ? last
-                                                     : kNone;
-  }
+  for (const auto& [seq, i] : latest) seq_layer_[seq] = layer_of_operator(i);
 }
 
+// The layer a forward operator ran in: its layer range's, the last layer's for the loss's (when
+// attributed there), or none.
+int Attribution::layer_of_operator(size_t i) const {
+  const int name = enclosing_[i];
+  if (name != kNone) return layer_of_name_[size_t(name)];
+  return loss_to_last_ && in_loss_[i] ? static_cast<int>(m_.layers.size()) - 1 : kNone;
+}
+
+// Backward ops go to the layer of the forward operator whose sequence number they carry or, in a
+// trace without sequence numbers, that made them by order (backward_order.hpp).
 void Attribution::attribute_backward() {
-  map_sequences();
-  int sequenced = 0;
+  bool sequenced = false;
+  for (size_t i = 0; i < n_ && !sequenced; ++i) {
+    sequenced = step_of_[i] >= 0 && host(i) && starts_with(ev_[i].name, kBackwardPrefix) &&
+                ev_[i].sequence >= 0;
+  }
+  std::vector<int> made_by;
+  if (sequenced) {
+    map_sequences();
+  } else {
+    made_by = match_backward_by_order(t_, step_of_);
+    m_.backward_by_order = true;
+  }
   // The last node run (its lane, step and layer), for the AccumulateGrad that follows it.
   int last_lane = kNone, last_step = kNone, last_layer = kNone;
   for (size_t i = 0; i < n_; ++i) {
@@ -393,9 +425,10 @@ void Attribution::attribute_backward() {
     const bool accumulate = node.find("AccumulateGrad") != std::string::npos;
     int layer = kNone;
     if (ev_[i].sequence >= 0) {
-      ++sequenced;
       const auto it = seq_layer_.find(ev_[i].sequence);
       layer = it == seq_layer_.end() ? kNone : it->second;
+    } else if (!sequenced && made_by[i] >= 0) {
+      layer = layer_of_operator(size_t(made_by[i]));
     } else if (accumulate && ev_[i].lane == last_lane && s == last_step) {
       layer = last_layer;
     }
@@ -403,6 +436,7 @@ void Attribution::attribute_backward() {
     StepMeasure& sm = m_.steps[size_t(s)];
     if (layer >= 0) {
       sm.backward_s[size_t(layer)] += cost_[i];
+      if (accumulate) sm.accumulate_s[size_t(layer)] += cost_[i];
       ++m_.backward_attributed;
     } else {
       sm.unattributed_by_name[node] += cost_[i];
@@ -413,23 +447,20 @@ void Attribution::attribute_backward() {
         "no autograd backward op (\"autograd::engine::evaluate_function: ...\") inside a "
         "measured step: the trace must record training steps, forward and backward");
   }
-  if (sequenced == 0) {
-    fail(fmt::format(
-        "none of the {} backward ops carries a \"Sequence number\" arg, so their time cannot be "
-        "attributed to layers (a legacy profiler's trace? record with python/pipetwin_trace.py)",
-        m_.backward_ops));
-  }
 }
 
-// Names the outermost events under i that hold nothing attributed (iteratively: traces nest
-// deep only when they are broken, but then they may).
-void Attribution::visit(size_t i, StepMeasure& sm) {
+// Names the outermost events under i that hold nothing attributed, Python frames apart
+// (iteratively: traces nest deep only when they are broken, but then they may).
+void Attribution::visit(size_t i, int step, StepMeasure& sm) {
   std::vector<size_t> todo = {i};
   while (!todo.empty()) {
     const size_t e = todo.back();
     todo.pop_back();
-    if (accounted_[e]) continue;
-    if (holds_accounted_[e]) {
+    // Another step's events may nest under this one's when a step range opens inside a Python
+    // frame (torch 2.x's ProfilerStep#<n> starts inside prof.step()): they are that step's.
+    if (accounted_[e] || step_of_[e] != step) continue;
+    // Python frames (with_stack) are looked through: what they hold is named by its operators.
+    if (holds_accounted_[e] || (ev_[e].range && ev_[e].python_id >= 0)) {
       for (auto c = children_[e].rbegin(); c != children_[e].rend(); ++c)
         todo.push_back(size_t(*c));
     } else if (cost_[e] > 0) {
@@ -465,7 +496,7 @@ void Attribution::account_unattributed() {
       attributed += sm.optimizer_s;
     }
     sm.unattributed_s = sm.step_s - attributed;
-    for (int c : children_[size_t(m_.measured_steps[s])]) visit(size_t(c), sm);
+    for (int c : children_[size_t(m_.measured_steps[s])]) visit(size_t(c), int(s), sm);
     double named = 0;
     for (const auto& [name, v] : sm.unattributed_by_name) named += v;
     if (sm.unattributed_s - named > 1e-9)

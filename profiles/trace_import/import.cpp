@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "profiles/trace_import/layer_bytes.hpp"
+#include "profiles/trace_import/plain.hpp"
 
 namespace pipetwin::trace_import {
 
@@ -37,7 +40,8 @@ std::vector<double> layer_medians(const TraceMeasure& m, F field) {
 }
 
 struct Imported {
-  const KinetoTrace* trace = nullptr;
+  std::shared_ptr<const PlainReading> plain;  // the trace as read (plain.hpp)
+  const KinetoTrace* trace = nullptr;         // plain->trace
   TraceMeasure m;
   TraceMetadata md;
   int micro_batch = 0;
@@ -46,6 +50,7 @@ struct Imported {
   bool assumed_float = false;
   std::vector<double> forward, backward, optimizer;  // per layer, medians over steps
   double optimizer_total = 0;
+  bool optimizer_by_accumulate = false;  // no parameter bytes: split by AccumulateGrad time
   TraceReport report;
 };
 
@@ -61,15 +66,20 @@ int resolve_micro_batch(const KinetoTrace& t, const TraceMeasure& m, const Trace
   if (md.micro_batch > 0) return md.micro_batch;
   const auto lead = leading_dimension(t, m);
   if (!lead || *lead < 1 || *lead > std::numeric_limits<int>::max()) {
+    const bool shapes = std::any_of(t.events.begin(), t.events.end(),
+                                    [](const TraceEvent& e) { return e.has_input_dims; });
     throw InputError(fmt::format(
         "{}: no micro-batch size: no \"pipetwin\" metadata and no recorded input shape of layer "
-        "\"{}\" (record_shapes=True); give --micro-batch",
-        t.origin, m.layers.front()));
+        "\"{}\" ({}); give --micro-batch",
+        t.origin, m.layers.front(),
+        shapes ? "record_shapes=True"
+               : "the trace records no shapes at all: the legacy profiler's export writes none"));
   }
   return static_cast<int>(*lead);
 }
 
-// The optimizer time per layer: its own ranges, else the total split by parameter bytes.
+// The optimizer time per layer: its own ranges, else the total split by parameter bytes, or where
+// none were recorded by the layers' AccumulateGrad time (import.hpp).
 void split_optimizer(Imported& r) {
   const TraceMeasure& m = r.m;
   r.optimizer_total = median([&] {
@@ -81,12 +91,18 @@ void split_optimizer(Imported& r) {
     r.optimizer = layer_medians(m, [](const StepMeasure& s) { return s.optimizer_layer_s; });
     return;
   }
-  double params = 0;
-  for (const auto& b : r.bytes) params += b.param_bytes;
+  std::vector<double> weight;
+  for (const auto& b : r.bytes) weight.push_back(b.param_bytes);
+  double total = std::accumulate(weight.begin(), weight.end(), 0.0);
+  if (total <= 0) {  // no bytes recorded: the time gradients took to add up stands in for them
+    weight = layer_medians(m, [](const StepMeasure& s) { return s.accumulate_s; });
+    total = std::accumulate(weight.begin(), weight.end(), 0.0);
+    r.optimizer_by_accumulate = total > 0;
+  }
   r.optimizer.assign(m.layers.size(), 0);
-  if (params <= 0) return;
+  if (total <= 0) return;
   for (size_t l = 0; l < m.layers.size(); ++l)
-    r.optimizer[l] = r.optimizer_total * r.bytes[l].param_bytes / params;
+    r.optimizer[l] = r.optimizer_total * weight[l] / total;
 }
 
 TraceReport report_of(const Imported& r) {
@@ -129,9 +145,11 @@ TraceReport report_of(const Imported& r) {
   return t;
 }
 
-Imported import_one(const KinetoTrace& t, const ImportOptions& o, int flag_micro_batch) {
+Imported import_one(const KinetoTrace& raw, const ImportOptions& o, int flag_micro_batch) {
   Imported r;
-  r.trace = &t;
+  r.plain = std::make_shared<const PlainReading>(read_plain(raw, o.layers));
+  r.trace = &r.plain->trace;
+  const KinetoTrace& t = *r.trace;
   r.m = measure_trace(t, o.layers, o.loss_to_last_layer);
   r.md = read_metadata(t);
   r.micro_batch = resolve_micro_batch(t, r.m, r.md, flag_micro_batch);
@@ -231,23 +249,37 @@ std::string notes_of(const std::vector<Imported>& v, const ImportOptions& o) {
                                  parts.empty() ? "" : ")"));
   }
   const bool meta = f.report.bytes_from_metadata;
+  const bool shapes = std::any_of(f.trace->events.begin(), f.trace->events.end(),
+                                  [](const TraceEvent& e) { return e.has_input_dims; });
   std::string n = fmt::format(
       "pipetwin import-trace of {} ({} layers: {}): per micro-batch size the median of {} measured "
-      "steps (the first step dropped as warm-up); forward: {}; backward: "
-      "autograd ops by sequence number; the loss (forward and backward): {}; optimizer step: {}; "
-      "recompute = forward, contention 1 and no cold starts (not measured); bytes: {}{}",
+      "steps (the first step dropped as warm-up); forward: {}; backward: {}; the loss (forward "
+      "and backward): {}; optimizer step: {}; recompute = forward, contention 1 and no cold "
+      "starts (not measured); bytes: {}{}",
       fmt::join(files, ", "), f.m.layers.size(), o.layers.to_string(), f.report.measured_steps,
       f.m.device_time ? "the layer ranges' kernels' device time"
                       : "the CPU time of the operators in the layer ranges",
+      f.m.backward_by_order ? "autograd nodes matched by name and order to the forward operators "
+                              "that made them (the trace has no sequence numbers)"
+                            : "autograd ops by sequence number",
       o.loss_to_last_layer ? "in the last layer's times" : "not attributed",
       f.m.per_layer_optimizer ? "per-layer ranges"
+      : f.optimizer_by_accumulate
+          ? "split over layers by their AccumulateGrad time (no parameter bytes recorded; adding "
+            "up a gradient streams the parameter's bytes as its update does)"
       : f.m.optimizer_ranges_ignored
           ? "split over layers by parameter bytes (its per-layer ranges name other layers)"
           : "split over layers by parameter bytes",
-      meta ? "the trace's pipetwin metadata" : "estimated from recorded input shapes",
+      meta     ? "the trace's pipetwin metadata"
+      : shapes ? "estimated from recorded input shapes"
+               : "none recorded (no input shapes, no pipetwin metadata): parameters, activations "
+                 "and messages count 0 bytes",
       std::any_of(v.begin(), v.end(), [](const Imported& r) { return r.assumed_float; })
           ? " (element type not recorded: float32 assumed)"
           : "");
+  if (!f.plain->notes.empty()) {
+    n += fmt::format(". Read without pipetwin's ranges: {}", fmt::join(f.plain->notes, "; "));
+  }
   n += fmt::format(". Not attributed to any layer: {} of step time", fmt::join(shares, "; "));
   std::vector<std::string> faulted;
   for (const auto& r : v) {
@@ -286,7 +318,7 @@ Profile assemble(const std::vector<Imported>& v, const ImportOptions& o) {
   p.device = resolve_device(f, o);
   p.dtype = f.md.dtype.empty() ? "float32" : f.md.dtype;
   p.source = "measured";
-  p.optimizer = f.md.optimizer;
+  p.optimizer = f.md.optimizer.empty() ? f.plain->optimizer : f.md.optimizer;
   p.input_bytes_per_sample = largest.input_bytes;
   const double state = p.optimizer == "adam" ? 2 : p.optimizer == "momentum" ? 1 : 0;
   for (size_t l = 0; l < f.m.layers.size(); ++l) {

@@ -6,9 +6,12 @@
 // forward and backward time. The recompute time is taken equal to the forward (a trace of plain
 // training has none). The optimizer step's time is split over the layers in proportion to their
 // parameter bytes — SGD's update streams each parameter, its gradient (and state) once, so its
-// time grows with the bytes — unless the trace has one "pipetwin.optimizer:<layer>" range per
-// layer; its figure is the median over the traces. Bytes and skip connections come from the
-// trace's metadata or shapes (layer_bytes.hpp). Edges: a chain, plus one edge per skip.
+// time grows with the bytes; where a trace records no bytes (no shapes, no metadata), in
+// proportion to the time its layer's AccumulateGrad nodes took, which stream the same bytes once —
+// unless the trace has one "pipetwin.optimizer:<layer>" range per layer; its figure is the median
+// over the traces. A trace recorded without pipetwin's helper is first read as plain.hpp says.
+// Bytes and skip connections come from the trace's metadata or shapes (layer_bytes.hpp). Edges: a
+// chain, plus one edge per skip.
 //
 // What could not be attributed to any layer is never dropped: the profile's notes and the
 // per-trace report give it as a share of the step time, with its largest parts by operator.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -89,6 +90,14 @@ void read_args(const Json& ev, TraceEvent& e, const EventPlace& at) {
   e.fwd_thread = integer_arg(args, "Fwd thread id", at);
   e.correlation = integer_arg(args, "correlation", at);
   e.external_id = integer_arg(args, "External id", at);
+  // The Python call tree only refines what the timestamps say: ids of another form are not read.
+  const auto id = [&](const char* key) {
+    const auto it = args.find(key);
+    return it != args.end() && it->is_number_integer() ? std::max<int64_t>(-1, it->get<int64_t>())
+                                                       : int64_t{-1};
+  };
+  e.python_id = id("Python id");
+  e.python_parent = id("Python parent id");
   if (const auto dims = args.find("Input Dims"); dims != args.end()) {
     if (!dims->is_array()) {
       at.fail(*dims, "args.Input Dims",
@@ -118,10 +127,13 @@ bool kind_of(const std::string& cat, EventKind& kind) {
 }
 
 // Whether a host event is a range rather than an operator (kineto.hpp): by its category, or in a
-// trace without categories by pipetwin's range names.
+// trace without categories by pipetwin's and torch's range names.
 bool is_range(const Json& ev, const std::string& cat, const std::string& name) {
   if (ev.contains("cat")) return cat == "user_annotation" || cat == "python_function";
-  return name.rfind("pipetwin.", 0) == 0 || name.rfind("nn.Module: ", 0) == 0;
+  for (const char* prefix : {"pipetwin.", "nn.Module: ", "ProfilerStep#", "Optimizer."}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 // The lane of an event: its (pid, tid), numbers or strings ("CPU functions" in legacy traces).
@@ -168,7 +180,13 @@ std::vector<TraceEvent> read_events(const Json& array, const EventPlace& base,
 // Sorts by lane, start, longer first, file order, and links each host/runtime event to the
 // innermost one of its lane that encloses it. An event that starts inside another one on the same
 // thread is nested in it (RecordFunction ranges nest per thread); the end it reports may overrun
-// the enclosing one's by the rounding of the timestamps, which does not make it a sibling.
+// the enclosing one's by the rounding of the timestamps, which does not make it a sibling; one of
+// zero duration that starts at the enclosing one's end is its last child (kineto.hpp).
+bool ends_before(const TraceEvent& e, const TraceEvent& open) {
+  if (e.ts_us != open.end_us()) return e.ts_us > open.end_us();
+  return !(e.dur_us == 0 && open.dur_us > 0);
+}
+
 void nest(std::vector<TraceEvent>& events) {
   std::stable_sort(events.begin(), events.end(), [](const TraceEvent& a, const TraceEvent& b) {
     if (a.lane != b.lane) return a.lane < b.lane;
@@ -181,10 +199,42 @@ void nest(std::vector<TraceEvent>& events) {
     TraceEvent& e = events[i];
     if (e.lane != lane) stack.clear(), lane = e.lane;
     if (e.kind == EventKind::kDevice) continue;
-    while (!stack.empty() && e.ts_us >= events[static_cast<size_t>(stack.back())].end_us())
+    while (!stack.empty() && ends_before(e, events[static_cast<size_t>(stack.back())]))
       stack.pop_back();
     e.parent = stack.empty() ? -1 : stack.back();
     stack.push_back(static_cast<int>(i));
+  }
+}
+
+// TraceEvent::module_depth, from "Python id" and "Python parent id": per Python event, the module
+// events among it and its Python ancestors, each chain walked once (a broken file's ids may loop:
+// the walk stops where it meets itself; ids given twice are no tree: none is read).
+void module_depths(std::vector<TraceEvent>& events) {
+  std::map<int64_t, size_t> python;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].python_id >= 0 && !python.emplace(events[i].python_id, i).second) return;
+  }
+  const auto is_module = [&](size_t i) { return events[i].name.rfind("nn.Module: ", 0) == 0; };
+  constexpr int kUnknown = -1, kOnPath = -2;
+  std::vector<int> modules(events.size(), kUnknown);
+  for (const auto& [id, first] : python) {
+    std::vector<size_t> path;
+    int base = 0;
+    for (size_t j = first;;) {
+      if (modules[j] != kUnknown) {
+        base = std::max(modules[j], 0);
+        break;
+      }
+      modules[j] = kOnPath;
+      path.push_back(j);
+      const auto up = python.find(events[j].python_parent);
+      if (events[j].python_parent < 0 || up == python.end()) break;
+      j = up->second;
+    }
+    for (auto k = path.rbegin(); k != path.rend(); ++k) modules[*k] = base += is_module(*k) ? 1 : 0;
+  }
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].python_id >= 0 && is_module(i)) events[i].module_depth = modules[i];
   }
 }
 
@@ -245,6 +295,7 @@ KinetoTrace parse_kineto_trace(const Json& doc, const std::string& origin) {
                           array->size()));
   }
   nest(t.events);
+  module_depths(t.events);
   return t;
 }
 
@@ -254,6 +305,17 @@ KinetoTrace load_kineto_trace(const std::string& path) {
   const Json doc =
       is_gzip(bytes) ? parse_json_text(gunzip(bytes, path), path) : parse_json_text(bytes, path);
   return parse_kineto_trace(doc, path);
+}
+
+void add_events(KinetoTrace& trace, std::vector<TraceEvent> extra) {
+  if (extra.empty()) return;
+  // Before the read events, so that the stable sort puts an added range around an operator of
+  // the same start and duration.
+  extra.insert(extra.end(), std::make_move_iterator(trace.events.begin()),
+               std::make_move_iterator(trace.events.end()));
+  for (auto& e : extra) e.parent = -1;
+  trace.events = std::move(extra);
+  nest(trace.events);
 }
 
 double element_bytes(const std::string& type) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "profiles/trace_import/plain.hpp"
 
 namespace pipetwin::trace_import {
 
@@ -56,6 +57,21 @@ std::vector<size_t> ops_in(const KinetoTrace& t, size_t r) {
     if (inside && outermost) ops.push_back(j);
   }
   return ops;
+}
+
+// The name of the first operator (not a range) inside range r, without its namespace: the layer's
+// kind where no shapes were recorded; "layer" when it holds none.
+std::string first_operator_kind(const KinetoTrace& t, size_t r) {
+  const auto& ev = t.events;
+  for (size_t j = r + 1; j < ev.size() && ev[j].lane == ev[r].lane; ++j) {
+    if (ev[j].ts_us >= ev[r].end_us() && !(ev[j].ts_us == ev[r].end_us() && ev[j].dur_us == 0))
+      break;
+    if (ev[j].kind != EventKind::kHost || ev[j].range) continue;
+    for (int a = ev[j].parent; a >= 0; a = ev[size_t(a)].parent) {
+      if (size_t(a) == r) return operator_stem(ev[j].name);
+    }
+  }
+  return "layer";
 }
 
 // The first tensor operand among `ops`, if any.
@@ -177,6 +193,7 @@ std::vector<LayerBytes> layer_bytes(const KinetoTrace& t, const TraceMeasure& m,
   for (size_t l = 0; l < n; ++l) {
     const auto ops = ops_in(t, size_t(m.first_range[l]));
     out[l] = bytes_from_shapes(t, ops, mb, assumed_float);
+    if (ops.empty()) out[l].kind = first_operator_kind(t, size_t(m.first_range[l]));
     inputs[l] = first_tensor(t, ops, assumed_float);
   }
   inputs[n] = tensor_after(t, size_t(m.first_range[n - 1]), size_t(m.measured_steps.front()),

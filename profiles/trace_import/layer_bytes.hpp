@@ -10,6 +10,9 @@
 //                            "output_bytes_per_sample": 1024, "saved_bytes_per_sample": 1024,
 //                            "skip_from": ["stem"]}, ...]}
 // "skip_from" names the earlier layers whose outputs this layer reads besides its predecessor's.
+// python/pipetwin_trace.py's annotate() also writes "forward_ops": [["aten::linear", "fc0"], ...,
+// ["aten::add", ""]], the outermost operators of one forward and the layer each ran in, by which
+// a trace without layer ranges is given them (plain.hpp).
 //
 // From shapes (no metadata for a layer): its input is the first tensor of the first operator in
 // its range; its output is the next layer's input (the last layer's: the first tensor of the next

@@ -1,5 +1,6 @@
 // LayerSelection's --layers parsing (attribute.hpp).
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,6 +26,17 @@ LayerSelection LayerSelection::parse(const std::string& spec) {
     s.depth = std::stoi(v);
     return s;
   }
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (std::all_of(spec.begin(), spec.end(), digit)) {
+    if (spec.size() > 5 || std::stoi(spec) < 1) {
+      throw InputError(fmt::format(
+          "--layers: a count of layers must be a whole number from 1 to 99999 (\"{}\" given)",
+          spec));
+    }
+    s.mode = Mode::kCount;
+    s.count = std::stoi(spec);
+    return s;
+  }
   s.mode = Mode::kNames;
   size_t start = 0;
   while (start <= spec.size()) {
@@ -43,6 +55,7 @@ LayerSelection LayerSelection::parse(const std::string& spec) {
 std::string LayerSelection::to_string() const {
   if (mode == Mode::kChildren) return "children";
   if (mode == Mode::kDepth) return fmt::format("depth={}", depth);
+  if (mode == Mode::kCount) return std::to_string(count);
   return fmt::format("{}", fmt::join(names, ","));
 }
 
