@@ -6,8 +6,8 @@
 // -K is the pipeline length in devices; with --virtual-stages v (default: the schedule's, 2 for
 // zbv and dualpipev) the model is cut into v x K stages placed as the schedule's layout needs
 // (sim/planner.hpp). --schedule auto plans and simulates every candidate schedule
-// (studies/sweep/evaluate.hpp search_schedules), prints one line per schedule — its iteration time and
-// peak memory, or why it lost — and writes the fastest that fits.
+// (studies/sweep/evaluate.hpp search_schedules), prints one line per schedule — its iteration time
+// and peak memory, or why it lost — and writes the fastest that fits.
 #include <algorithm>
 #include <cstdio>
 
@@ -15,10 +15,9 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/plan_flags.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "profiles/model_source.hpp"
-#include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
 #include "studies/sweep/evaluate.hpp"
@@ -28,48 +27,15 @@ namespace pipetwin::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, profile, cluster = "local-cpu-2", catalog, schedule = "gpipe",
-                              partitioner = "uniform", chunks = "auto", checkpoint_mode, output;
+  PlanFlags flags = [] {
+    PlanFlags f;
+    f.schedule_auto = true;
+    return f;
+  }();
   std::vector<std::string> schedules;  // --schedule auto's candidates
-  int stages = 2, batch = 8, dp = 1, frozen = 0, iterations = 0;
-  int virtual_stages = -1;  // -1: not given (the schedule's default)
-  bool checkpoint = false, allow_oom = false, quiet = false;
-  ResolveOptions precision;
+  bool allow_oom = false, quiet = false;
+  std::string output;
 };
-
-std::vector<std::string> known_schedules() {
-  std::vector<std::string> names;
-  for (const auto& info : schedule_catalog()) names.push_back(info.name);
-  return names;
-}
-
-sim::PlanRequest make_request(const PlanArgs& a, const Catalog& catalog) {
-  sim::PlanRequest r;
-  r.cluster = load_cluster(a.cluster, catalog);
-  r.model = a.model;
-  r.profile = resolve_profile(a.model, a.profile, r.cluster.device, a.precision);
-  if (r.model.empty()) r.model = r.profile.model;
-  r.catalog = &catalog;
-  r.stages = a.stages;
-  r.schedule = a.schedule;
-  if (a.virtual_stages != -1 && a.virtual_stages < 1) {
-    throw InputError(fmt::format("--virtual-stages must be positive ({} < 1)", a.virtual_stages));
-  }
-  r.virtual_stages = std::max(a.virtual_stages, 0);
-  r.batch_size = a.batch;
-  r.partitioner = a.partitioner;
-  r.dp = a.dp;
-  r.frozen_layers = a.frozen;
-  r.iterations = a.iterations;
-  r.allow_oom = a.allow_oom;
-  r.chunks = parse_count_or_auto(a.chunks, "--chunks");
-  r.checkpoint = a.checkpoint ? Checkpoint::kExceptLast : Checkpoint::kNone;
-  if (!a.checkpoint_mode.empty() && !parse_checkpoint(a.checkpoint_mode, r.checkpoint)) {
-    throw InputError(fmt::format(
-        "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint_mode));
-  }
-  return r;
-}
 
 // One line per schedule tried: v, M, iteration time, peak memory and the verdict.
 void print_search(const sim::ScheduleSearch& search, const sim::PlanRequest& r) {
@@ -131,17 +97,19 @@ Plan plan_auto(const PlanArgs& a, const sim::PlanRequest& r, std::string& memory
 }
 
 void run_plan(const PlanArgs& a) {
-  check_precision_options(a.precision);
-  if (!a.schedules.empty() && a.schedule != "auto") {
+  const PlanFlags& f = a.flags;
+  f.check_precision();
+  if (!a.schedules.empty() && f.schedule != "auto") {
     throw InputError(fmt::format("--schedules {} needs --schedule auto (--schedule {} given)",
-                                 fmt::join(a.schedules, ","), a.schedule));
+                                 fmt::join(a.schedules, ","), f.schedule));
   }
-  if (a.schedule != "auto") schedule_info(a.schedule);
-  const Catalog catalog = load_catalog(a.catalog);
-  const sim::PlanRequest r = make_request(a, catalog);
+  if (f.schedule != "auto") schedule_info(f.schedule);
+  const Catalog catalog = load_catalog(f.catalog);
+  sim::PlanRequest r = f.request(catalog);
+  r.allow_oom = a.allow_oom;
   std::string memory_note;  // when the fastest partition would not have fitted (sim/planner.hpp)
   const Plan plan =
-      a.schedule == "auto" ? plan_auto(a, r, memory_note) : sim::make_plan(r, &memory_note);
+      f.schedule == "auto" ? plan_auto(a, r, memory_note) : sim::make_plan(r, &memory_note);
   save_plan(plan, a.output);
   if (!a.quiet) {
     const PlanContext ctx(plan, 0);
@@ -156,39 +124,11 @@ void run_plan(const PlanArgs& a) {
 void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand("plan", "Partition a model onto a cluster and write a plan");
-  cmd->add_option("--model", args->model, "model name: zoo name or uniform:layers=L,fwd_ms=f,...");
-  cmd->add_option("--profile", args->profile, "profile JSON (instead of a shipped one)");
-  cmd->add_option("--cluster", args->cluster, "cluster file or name in hardware/clusters")
-      ->capture_default_str();
-  cmd->add_option("--catalog", args->catalog, "hardware catalog folder (default: hardware/)");
-  add_precision_options(cmd, &args->precision);
-  cmd->add_option("-K,--stages", args->stages, "pipeline length K in devices")
-      ->capture_default_str();
-  cmd->add_option("--schedule", args->schedule,
-                  fmt::format("{}, or auto: the fastest synchronous schedule that fits",
-                              fmt::join(known_schedules(), ", ")))
-      ->capture_default_str();
+  add_plan_flags(cmd, &args->flags, all_plan_flags());
   cmd->add_option("--schedules", args->schedules,
                   "--schedule auto's candidates (default: gpipe, 1f1b, interleaved-1f1b, zb-h1, "
                   "zb-h2, zbv, dualpipev)")
       ->delimiter(',');
-  cmd->add_option("--virtual-stages", args->virtual_stages,
-                  "model chunks per device: v x K stages in the schedule's layout (default: 2 for "
-                  "zbv and dualpipev, else 1; interleaved-1f1b takes any v)");
-  cmd->add_option("-B,--batch", args->batch, "global batch size (samples per optimizer step)")
-      ->capture_default_str();
-  cmd->add_option("-M,--chunks", args->chunks, "micro-batches per mini-batch, or auto")
-      ->capture_default_str();
-  cmd->add_option("--partitioner", args->partitioner,
-                  fmt::format("{}", fmt::join(partitioner_names(), ", ")))
-      ->capture_default_str();
-  cmd->add_option("--dp", args->dp, "data-parallel width (pipeline replicas)")
-      ->capture_default_str();
-  cmd->add_flag("--checkpoint", args->checkpoint, "checkpoint all micro-batches but the last");
-  cmd->add_option("--checkpoint-mode", args->checkpoint_mode, "none, except_last or always");
-  cmd->add_option("--frozen", args->frozen, "number of leading frozen layers")
-      ->capture_default_str();
-  cmd->add_option("--iterations", args->iterations, "default iterations for simulate/run");
   cmd->add_flag("--allow-oom", args->allow_oom, "write the plan even if it does not fit in memory");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing");
   cmd->add_option("-o,--output", args->output, "plan JSON to write")->required();

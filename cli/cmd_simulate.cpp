@@ -5,12 +5,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/plan_flags.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "profiles/model_source.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/limits.hpp"
 #include "core/schedule/schedule.hpp"
+#include "profiles/model_source.hpp"
 #include "sim/elastic_sim.hpp"
 #include "sim/planner.hpp"
 
@@ -52,10 +53,7 @@ sim::ElasticConfig elastic_config(const ElasticArgs& a) {
   c.batch = a.batch;
   c.epochs = a.epochs;
   c.samples = a.samples;
-  if (!parse_checkpoint(a.checkpoint, c.checkpoint)) {
-    throw InputError(fmt::format(
-        "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint));
-  }
+  c.checkpoint = parse_checkpoint_mode(a.checkpoint);
   c.lambda_frozen = a.lambda_frozen;
   if (!a.freeze_trace.empty()) c.trace = elastic::load_freeze_trace(a.freeze_trace);
   c.alpha = a.alpha;
@@ -111,10 +109,11 @@ void add_elastic_options(CLI::App* cmd, ElasticArgs& a) {
   // Every other option here only means something with --elastic.
   auto opt = [&](CLI::Option* o) { o->needs(elastic); };
   opt(cmd->add_option("--model", a.model, "elastic: model name (zoo name or uniform:...)"));
-  cmd->add_option("--profile", a.profile,
-                  "elastic: profile JSON (instead of a shipped one); with --plan: price the plan's "
-                  "layers with this profile of the same model instead (measured again, e.g. between "
-                  "the runs, to see how far the machine's speed moved)");
+  cmd->add_option(
+      "--profile", a.profile,
+      "elastic: profile JSON (instead of a shipped one); with --plan: price the plan's "
+      "layers with this profile of the same model instead (measured again, e.g. between "
+      "the runs, to see how far the machine's speed moved)");
   opt(cmd->add_option("--cluster", a.cluster, "elastic: cluster file or name")
           ->capture_default_str());
   opt(cmd->add_option("--catalog", a.catalog, "elastic: hardware catalog folder"));

@@ -1,5 +1,5 @@
-// `pipetwin sweep`: what-if sweeps over a grid of plans (studies/sweep/), and `pipetwin sweep merge`
-// to put the shards of a sharded sweep back together.
+// `pipetwin sweep`: what-if sweeps over a grid of plans (studies/sweep/), and `pipetwin sweep
+// merge` to put the shards of a sharded sweep back together.
 //
 //   pipetwin sweep --grid 'stages=1,2,4;chunks=auto,4:32:4;schedule=gpipe,1f1b' --model M
 //                  [--cluster C] [-B 64] [--jobs N] [--shard i/n] -o SWEEP.csv
@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/plan_flags.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "studies/sweep/results.hpp"
@@ -51,18 +52,15 @@ void install_signal_handlers() {
 }
 
 struct SweepArgs {
-  std::string grid, model, profile, cluster = "local-cpu-2", catalog, schedule = "gpipe",
-                                    partitioner = "uniform", chunks = "auto", checkpoint = "none",
-                                    virtual_stages = "auto", output, shard;
-  int stages = 2, batch = 8, dp = 1, frozen = 0, iterations = 0, jobs = 0, top = 10, epochs = 1,
-      micro_batch = 0;
+  PlanFlags flags;  // every point's values of the fields the grid does not vary
+  std::string grid, output, shard;
+  int jobs = 0, top = 10, epochs = 1, micro_batch = 0;
   int64_t limit = -1;
   double alpha = -1;
   long samples = 0;
   bool quiet = false;
   std::vector<std::string> merge_inputs;
   std::string merge_output;
-  ResolveOptions precision;
 };
 
 // Progress on stderr: a redrawn bar on a terminal, a line per 10% otherwise.
@@ -102,29 +100,28 @@ class ProgressPrinter {
   int64_t last_done_ = -1;
 };
 
-// A positive integer or "auto" (0) for `flag`.
+// The point the grid varies: the flags' values.
 sim::PointConfig base_config(const SweepArgs& a) {
-  sim::PointConfig c;
-  c.model = a.model;
-  c.cluster = a.cluster;
-  c.stages = a.stages;
-  c.chunks = parse_count_or_auto(a.chunks, "--chunks");
-  c.schedule = a.schedule;
-  c.virtual_stages = parse_count_or_auto(a.virtual_stages, "--virtual-stages");
-  c.partitioner = a.partitioner;
-  c.batch = a.batch;
-  c.micro_batch = a.micro_batch;
-  c.dp = a.dp;
-  c.frozen = a.frozen;
-  c.alpha = a.alpha;
-  check_precision_options(a.precision);
-  c.dtype = a.precision.dtype;
-  c.optimizer = a.precision.optimizer;
-  if (!parse_checkpoint(a.checkpoint, c.checkpoint)) {
-    throw InputError(fmt::format(
-        "--checkpoint-mode: expected none, except_last or always, got \"{}\"", a.checkpoint));
-  }
-  return c;
+  const PlanFlags& f = a.flags;
+  const int chunks = f.chunk_count();  // the flags checked in the order a user reads them
+  const int v = f.virtual_stage_count();
+  f.check_precision();
+  return {.model = f.model,
+          .cluster = f.cluster,
+          .stages = f.stages,
+          .chunks = chunks,
+          .schedule = f.schedule,
+          .virtual_stages = v,
+          .partitioner = f.partitioner,
+          .batch = f.batch,
+          .micro_batch = a.micro_batch,
+          .dp = f.dp,
+          .checkpoint = f.checkpoint_kind(),
+          .frozen = f.frozen,
+          .dtype = f.dtype,
+          .optimizer = f.optimizer,
+          .alpha = a.alpha,
+          .p2p = {}};
 }
 
 void print_best(const sim::SweepTable& all, const sim::SweepTable& best, const std::string& path) {
@@ -182,9 +179,9 @@ void run_sweep_verb(const SweepArgs& a) {
   if (a.jobs < 0) throw InputError(fmt::format("--jobs must not be negative ({} given)", a.jobs));
   sim::SweepInputs in;
   in.base = base_config(a);
-  in.profile_path = a.profile;
-  in.catalog_dir = a.catalog;
-  in.iterations = a.iterations;
+  in.profile_path = a.flags.profile;
+  in.catalog_dir = a.flags.catalog;
+  in.iterations = a.flags.iterations;
   in.samples = a.samples;
   in.epochs = a.epochs;
   const sim::Sweep sweep(sim::Grid::parse(a.grid), in);
@@ -238,32 +235,12 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option(
       "--grid", a->grid,
       "field=values;... fields: " + sim::knob_names() + "; values a,b or start:stop:step");
-  cmd->add_option("--model", a->model, "model name: zoo name or uniform:layers=L,...");
-  cmd->add_option("--profile", a->profile, "profile JSON (instead of a shipped one)");
-  cmd->add_option("--cluster", a->cluster, "cluster file or name in hardware/clusters")
-      ->capture_default_str();
-  cmd->add_option("--catalog", a->catalog, "hardware catalog folder (default: hardware/)");
-  add_precision_options(cmd, &a->precision);
-  cmd->add_option("-K,--stages", a->stages, "pipeline length K")->capture_default_str();
-  cmd->add_option("--schedule", a->schedule, "schedule")->capture_default_str();
-  cmd->add_option("--virtual-stages", a->virtual_stages,
-                  "model chunks per device (v x K stages), or auto: the schedule's")
-      ->capture_default_str();
-  cmd->add_option("-B,--batch", a->batch, "global batch size")->capture_default_str();
-  cmd->add_option("-M,--chunks", a->chunks, "micro-batches per mini-batch, or auto")
-      ->capture_default_str();
+  add_plan_flags(cmd, &a->flags, all_plan_flags());
   cmd->add_option("--micro-batch", a->micro_batch,
                   "samples per micro-batch: batch = micro-batch x chunks x dp (instead of -B)");
-  cmd->add_option("--partitioner", a->partitioner, "partitioner")->capture_default_str();
-  cmd->add_option("--dp", a->dp, "data-parallel width")->capture_default_str();
-  cmd->add_option("--checkpoint-mode", a->checkpoint, "none, except_last or always")
-      ->capture_default_str();
-  cmd->add_option("--frozen", a->frozen, "number of leading frozen layers")->capture_default_str();
   cmd->add_option("--alpha", a->alpha, "freeze rate: every point is also a whole elastic run");
   cmd->add_option("--samples", a->samples, "elastic runs (alpha): samples per epoch");
   cmd->add_option("--epochs", a->epochs, "elastic runs (alpha): epochs")->capture_default_str();
-  cmd->add_option("--iterations", a->iterations,
-                  "mini-batches simulated per point (default: schedule's)");
   cmd->add_option("-j,--jobs", a->jobs, "worker threads (default: all cores)");
   cmd->add_option("--shard", a->shard,
                   "run shard i of n (0 <= i < n): the points with index % n == i");

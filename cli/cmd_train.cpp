@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/plan_flags.hpp"
 #include "core/error.hpp"
 #include "exec/platform/distributed.hpp"
 #include "exec/runtime/autocast.hpp"
@@ -361,9 +362,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "weights, data order and dropout seed")->capture_default_str();
   add_optimizer_options(cmd, a.get());
   add_elastic_options(cmd, a.get());
-  cmd->add_option("--dtype", a->dtype,
-                  "float32 (default), bfloat16 (autocast mixed precision over float32 weights) or "
-                  "float64");
+  add_dtype_flag(cmd, &a->dtype);
   cmd->add_flag("--float64", a->float64, "train in float64 (--dtype float64)");
   cmd->add_option("--threads-per-stage", a->threads, "intra-op threads per stage")
       ->capture_default_str();

@@ -10,8 +10,8 @@
 
 #include "core/cluster.hpp"
 #include "core/metrics.hpp"
-#include "profiles/model_source.hpp"
 #include "core/plan.hpp"
+#include "profiles/model_source.hpp"
 #include "sim/pipeline_sim.hpp"
 
 namespace pipetwin::cli {
@@ -44,12 +44,6 @@ struct LocalJobResult {
 LocalJobResult relaunch_local_job(int nproc, int master_port,
                                   const std::vector<std::string>& extra);
 
-// --dtype and --optimizer of the analytic verbs (plan, sweep, capacity): the precision and the
-// optimizer a profile is resolved for (profiles/model_source.hpp). check_precision_options() turns a
-// bad value into an InputError naming the flag before anything runs.
-void add_precision_options(CLI::App* cmd, ResolveOptions* options);
-void check_precision_options(const ResolveOptions& options);
-
 // What `run` and `train` take from the plan when their flag is not given: the profile's dtype
 // (a plan made for bfloat16 runs under bfloat16 autocast; float32 is the default anyway) and the
 // optimizer its memory and step times are for ("momentum": SGD with momentum 0.9 unless
@@ -59,9 +53,6 @@ void plan_training_defaults(const Profile& profile, std::string& dtype, bool flo
 
 // The hardware catalog: --catalog DIR or the default.
 Catalog load_catalog(const std::string& dir);
-// A count flag that takes "auto" (0) or a positive integer (-M, --virtual-stages); anything else
-// is an InputError naming the flag and the value ("--chunks must be positive (0 < 1)").
-int parse_count_or_auto(const std::string& text, const char* flag);
 
 // Multi-line summary of a plan: stages, layers, predicted times and memory.
 std::string plan_summary(const PlanContext& ctx);

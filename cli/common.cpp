@@ -7,26 +7,10 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "core/memory_pools.hpp"
-#include "core/precision.hpp"
 #include "core/schedule/generators.hpp"
 #include "profiles/zoo/zoo.hpp"
 
 namespace pipetwin::cli {
-
-void add_precision_options(CLI::App* cmd, ResolveOptions* options) {
-  cmd->add_option("--dtype", options->dtype,
-                  "training precision: float32, bfloat16 or float16 (mixed precision: 2-byte "
-                  "weights and activations, float32 master weights), float64 (default: what the "
-                  "profile has; analytic float32)");
-  cmd->add_option("--optimizer", options->optimizer,
-                  "sgd, momentum or adam: the optimizer's state and step time (default: what the "
-                  "profile was measured with; analytic adam)");
-}
-
-void check_precision_options(const ResolveOptions& options) {
-  if (!options.dtype.empty()) dtype_bytes(options.dtype, "--dtype");
-  if (!options.optimizer.empty()) parse_optimizer(options.optimizer, "--optimizer");
-}
 
 void plan_training_defaults(const Profile& profile, std::string& dtype, bool float64,
                             std::string& optimizer, double& momentum) {
@@ -149,21 +133,6 @@ std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
     out += st.render();
   }
   return out;
-}
-
-int parse_count_or_auto(const std::string& text, const char* flag) {
-  if (text == "auto") return 0;
-  int count = 0;
-  try {
-    size_t used = 0;
-    count = std::stoi(text, &used);
-    if (used != text.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    throw InputError(
-        fmt::format("{}: expected a positive integer or auto, got \"{}\"", flag, text));
-  }
-  if (count < 1) throw InputError(fmt::format("{} must be positive ({} < 1)", flag, count));
-  return count;
 }
 
 }  // namespace pipetwin::cli

@@ -207,9 +207,7 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
 }
 
 Json cluster_to_json(const Cluster& c) {
-  Json j;
-  j["format"] = "pipetwin.cluster";
-  j["version"] = 1;
+  Json j = json_document("pipetwin.cluster", 1);
   j["name"] = c.name;
   j["device"] = device_to_json(c.device);
   j["nodes"] = c.nodes;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -144,9 +145,19 @@ int JsonView::as_int32() const {
   return static_cast<int>(v);
 }
 
+namespace {
+
+// `key`'s value read by `as` (JsonView::as_nonneg, ...), or `fallback` when the member is absent.
+template <typename T>
+T member_or(const JsonView& view, std::string_view key, T fallback, T (JsonView::*as)() const) {
+  const std::optional<JsonView> member = view.find(key);
+  return member ? ((*member).*as)() : std::move(fallback);
+}
+
+}  // namespace
+
 int JsonView::int32_or(std::string_view key, int fallback) const {
-  auto v = find(key);
-  return v ? v->as_int32() : fallback;
+  return member_or(*this, key, fallback, &JsonView::as_int32);
 }
 
 std::string JsonView::as_string() const {
@@ -160,28 +171,23 @@ bool JsonView::as_bool() const {
 }
 
 double JsonView::nonneg_or(std::string_view key, double fallback) const {
-  auto v = find(key);
-  return v ? v->as_nonneg() : fallback;
+  return member_or(*this, key, fallback, &JsonView::as_nonneg);
 }
 
 double JsonView::positive_or(std::string_view key, double fallback) const {
-  auto v = find(key);
-  return v ? v->as_positive() : fallback;
+  return member_or(*this, key, fallback, &JsonView::as_positive);
 }
 
 int64_t JsonView::integer_or(std::string_view key, int64_t fallback) const {
-  auto v = find(key);
-  return v ? v->as_int() : fallback;
+  return member_or(*this, key, fallback, &JsonView::as_int);
 }
 
 std::string JsonView::string_or(std::string_view key, std::string fallback) const {
-  auto v = find(key);
-  return v ? v->as_string() : fallback;
+  return member_or(*this, key, std::move(fallback), &JsonView::as_string);
 }
 
 bool JsonView::bool_or(std::string_view key, bool fallback) const {
-  auto v = find(key);
-  return v ? v->as_bool() : fallback;
+  return member_or(*this, key, fallback, &JsonView::as_bool);
 }
 
 int JsonView::check_format(std::string_view format, int max_version) const {
@@ -195,6 +201,13 @@ int JsonView::check_format(std::string_view format, int max_version) const {
         fmt::format("unsupported version {} (this pipetwin reads 1..{})", version, max_version));
   }
   return static_cast<int>(version);
+}
+
+Json json_document(std::string_view format, int version) {
+  Json doc;
+  doc["format"] = std::string(format);
+  doc["version"] = version;
+  return doc;
 }
 
 void JsonView::allow_only(std::initializer_list<std::string_view> allowed) const {

@@ -1,4 +1,4 @@
-// JSON reading with context, and atomic file writing.
+// JSON reading with context, the header every pipetwin file opens with, and atomic file writing.
 //
 // JsonView wraps a node of a parsed document together with the file it came from and the path
 // to the node ("layers[3].fwd_s"), so that every validation error reads
@@ -80,6 +80,11 @@ class JsonView {
   std::string origin_;
   std::string path_;
 };
+
+// A new document opening with the header every pipetwin file carries, {"format": <format>,
+// "version": <version>}; the members set after it follow in that order. The one writer of the
+// header that JsonView::check_format reads back.
+Json json_document(std::string_view format, int version);
 
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError naming the
 // file (and the line and column of a syntax error).

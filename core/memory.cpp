@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 
+#include "core/memory_walk.hpp"
 #include "core/schedule/liveness.hpp"
 
 namespace pipetwin {
@@ -31,41 +32,52 @@ std::vector<double> received_bytes(const CompiledSchedule& cs,
   return out;
 }
 
-// The memory curve of one device: the liveness walk (core/schedule/liveness.hpp) in list order,
-// with the bytes of what it keeps alive.
-class DeviceWalk {
+// The memory curve of one device: the memory walk (core/memory_walk.hpp) in bytes.
+class ByteTally {
  public:
-  DeviceWalk(const Liveness& lv, const std::vector<StageCost>& stages,
-             const std::vector<double>& recv_bytes, int device, MemoryWalk& out)
-      : lv_(lv),
-        cursor_(lv, device),
-        stages_(stages),
+  ByteTally(const Liveness& lv, const std::vector<StageCost>& stages,
+            const std::vector<double>& recv_bytes, int device, MemoryWalk& out)
+      : stages_(stages),
         recv_bytes_(recv_bytes),
         mem_(out.devices[at(device)]),
         after_(out.after_action) {
     const auto& sh = lv.schedule().shape();
     on_device_ = sh.stages_on(device % sh.devices_per_replica);
     for (int s : on_device_) mem_.static_bytes += stages_[at(s)].static_bytes();
+    mem_.peak_bytes = mem_.static_bytes;
   }
 
-  void run() {
-    mem_.peak_bytes = mem_.static_bytes;
-    received_ += bytes_of(cursor_.arrived());
-    while (!cursor_.done()) step(cursor_.next_id());
+  void received(std::span<const int32_t> recvs, int sign) {
+    double b = 0;
+    for (const int32_t id : recvs) b += recv_bytes_[at(id)];
+    received_ += sign * b;
+  }
+  void keep_input(int stage) { activations_ += stages_[at(stage)].input_bytes; }
+  void keep_graph(int stage) { activations_ += stages_[at(stage)].saved_bytes; }
+  void release(int stage) {
+    activations_ -= stages_[at(stage)].input_bytes + stages_[at(stage)].saved_bytes;
+  }
+  // While a compute action runs: its working memory on top of what is held.
+  void during(const LivenessCursor& cursor, int, WalkPass pass, int stage) {
+    const StageCost& st = stages_[at(stage)];
+    observe(cursor, pass == WalkPass::kForward         ? st.forward_bytes
+                    : pass == WalkPass::kForwardNoGrad ? st.forward_nograd_bytes
+                                                       : st.backward_bytes);
+  }
+  void after_compute(const LivenessCursor& cursor, int id) {
+    mem_.max_in_flight = std::max(mem_.max_in_flight, cursor.in_flight());
+    after_[at(id)] = observe(cursor, 0.0);
+  }
+  void after_transfer(const LivenessCursor& cursor, int id) {
+    after_[at(id)] = mem_.static_bytes + activations_ + received_ + stash(cursor);
   }
 
  private:
-  double bytes_of(std::span<const int32_t> recvs) const {
-    double b = 0;
-    for (const int32_t id : recvs) b += recv_bytes_[at(id)];
-    return b;
-  }
-
   // Bytes of the extra weight versions alive now (stages in ascending order, as they are summed).
-  double stash() {
+  double stash(const LivenessCursor& cursor) {
     double bytes = 0;
     for (const int s : on_device_) {
-      const int alive = cursor_.versions_alive(s);
+      const int alive = cursor.versions_alive(s);
       mem_.max_weight_versions = std::max(mem_.max_weight_versions, alive);
       bytes += (alive - 1) * stages_[at(s)].param_bytes;
     }
@@ -73,8 +85,8 @@ class DeviceWalk {
   }
 
   // The bytes in use with `working` more held by the running action; a new peak is recorded.
-  double observe_during(double working) {
-    const double stash_bytes = stash();
+  double observe(const LivenessCursor& cursor, double working) {
+    const double stash_bytes = stash(cursor);
     const double total = mem_.static_bytes + activations_ + received_ + stash_bytes + working;
     if (total > mem_.peak_bytes) {
       mem_.peak_bytes = total;
@@ -86,54 +98,6 @@ class DeviceWalk {
     return total;
   }
 
-  // While the action runs: the walk's state before it ends (a backward still holds its graph).
-  void during(int id) {
-    const Action& a = lv_.schedule().action(id);
-    const StageCost* st = a.stage >= 0 ? &stages_[at(a.stage)] : nullptr;
-    switch (a.op) {
-      case Op::kForward: {
-        activations_ += st->input_bytes;
-        const bool saves = lv_.keeps_graph(id);
-        if (saves) activations_ += st->saved_bytes;
-        // The forward's workspace, on top of what it keeps.
-        observe_during(saves ? st->forward_bytes : st->forward_nograd_bytes);
-        break;
-      }
-      case Op::kRecompute:
-        activations_ += st->saved_bytes;
-        observe_during(st->forward_bytes);
-        break;
-      case Op::kBackwardInput:  // frees nothing: the weight half still needs the graph
-        observe_during(st->backward_bytes);
-        break;
-      case Op::kBackward:
-      case Op::kBackwardWeight:
-        // The backward's own working memory, on top of everything its forward kept.
-        observe_during(st->backward_bytes);
-        activations_ -= st->input_bytes + st->saved_bytes;
-        break;
-      default:
-        break;
-    }
-  }
-
-  void step(int id) {
-    if (stream_of(lv_.schedule().action(id).op) != StreamKind::kCompute) {
-      cursor_.start();
-      received_ += bytes_of(cursor_.finish());
-      after_[at(id)] = mem_.static_bytes + activations_ + received_ + stash();
-      return;
-    }
-    // A compute action takes over the tensors it consumes: its own terms count them from now on.
-    received_ -= bytes_of(cursor_.start());
-    during(id);
-    received_ += bytes_of(cursor_.finish());
-    mem_.max_in_flight = std::max(mem_.max_in_flight, cursor_.in_flight());
-    after_[at(id)] = observe_during(0.0);
-  }
-
-  const Liveness& lv_;
-  LivenessCursor cursor_;
   const std::vector<StageCost>& stages_;
   const std::vector<double>& recv_bytes_;
   DeviceMemory& mem_;
@@ -149,7 +113,10 @@ MemoryWalk walk(const Liveness& lv, const std::vector<StageCost>& stages) {
   out.devices.resize(static_cast<size_t>(cs.num_devices()));
   out.after_action.assign(static_cast<size_t>(cs.num_actions()), 0);
   const std::vector<double> recv_bytes = received_bytes(cs, stages);
-  for (int d = 0; d < cs.num_devices(); ++d) DeviceWalk(lv, stages, recv_bytes, d, out).run();
+  for (int d = 0; d < cs.num_devices(); ++d) {
+    ByteTally tally(lv, stages, recv_bytes, d, out);
+    walk_device(lv, d, tally);
+  }
   return out;
 }
 

@@ -3,10 +3,11 @@
 // What a device keeps alive at every action — inputs and graphs of the micro-batches in flight,
 // tensors received ahead of their use, stashed weight versions — is the liveness walk's
 // (core/schedule/liveness.hpp, the one rule the executor follows too); this module adds their
-// bytes. Every memory event is a compute action, and a device runs its compute actions in list
-// order, so walking each device's list gives its exact memory curve without any timing: the
-// simulator reports it, the planner refuses plans that exceed a device with it, and tests compare
-// it with the executor's measured peak.
+// bytes as the memory walk (core/memory_walk.hpp, which the partitioners' StageMemory walks in
+// counts) steps through each device's list. Every memory event is a compute action, and a device
+// runs its compute actions in list order, so walking each device's list gives its exact memory
+// curve without any timing: the simulator reports it, the planner refuses plans that exceed a
+// device with it, and tests compare it with the executor's measured peak.
 //
 //   static       parameters + gradients + optimizer state (+ frozen layers, cost_model.hpp)
 //   Forward      + the stage input kept for backward, + the saved activations unless the

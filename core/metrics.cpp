@@ -206,9 +206,7 @@ Metrics compute_metrics(const Timeline& t, int num_stages, bool async, double sa
 }
 
 Json metrics_to_json(const Metrics& m) {
-  Json j;
-  j["format"] = "pipetwin.metrics";
-  j["version"] = 1;
+  Json j = json_document("pipetwin.metrics", 1);
   j["source"] = m.source;
   j["schedule"] = m.schedule;
   j["num_stages"] = m.num_stages;

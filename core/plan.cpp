@@ -120,9 +120,7 @@ void Plan::validate(const std::string& origin) const {
 }
 
 Json plan_to_json(const Plan& p) {
-  Json doc;
-  doc["format"] = "pipetwin.plan";
-  doc["version"] = 1;
+  Json doc = json_document("pipetwin.plan", 1);
   doc["model"] = p.model;
   doc["schedule"] = p.schedule;
   doc["partitioner"] = p.partitioner;

@@ -166,9 +166,7 @@ Profile profile_from_json(const JsonView& doc) {
 }
 
 Json profile_to_json(const Profile& p) {
-  Json doc;
-  doc["format"] = kFormat;
-  doc["version"] = kVersion;
+  Json doc = json_document(kFormat, kVersion);
   doc["model"] = p.model;
   doc["device"] = p.device;
   doc["dtype"] = p.dtype;

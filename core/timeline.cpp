@@ -77,9 +77,7 @@ Json timeline_to_chrome_trace(const Timeline& t) {
   Json doc;
   doc["traceEvents"] = events;
   doc["displayTimeUnit"] = "ms";
-  Json other;
-  other["format"] = "pipetwin.timeline";
-  other["version"] = 1;
+  Json other = json_document("pipetwin.timeline", 1);  // Chrome trace's free-form otherData
   other["source"] = t.source;
   other["schedule"] = t.schedule;
   other["devices"] = t.device_names;

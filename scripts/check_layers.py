@@ -56,7 +56,7 @@ SUBFOLDERS = {"core": ("schedule", "partition", "elastic"),
 NO_TORCH = {"core", "core/schedule", "core/partition", "core/elastic", "profiles", "sim",
             "studies", "report"}
 TORCH = re.compile(r"^(torch|ATen|c10|caffe2)/")
-INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 SUFFIXES = (".cpp", ".hpp", ".h", ".cc")
 
 

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "sim/pipeline_sim.hpp"
+#include "sim/planner.hpp"
 
 namespace pipetwin::sim {
 
@@ -64,14 +65,12 @@ struct State : PipelineState {
 
 // The plan fields a state does not decide (core/elastic/decision.hpp fills in the rest).
 Plan base_plan(const ElasticConfig& c) {
-  Plan p;
-  p.model = c.model.empty() ? c.profile.model : c.model;
-  p.profile = c.profile;
-  p.cluster = c.cluster;
-  p.schedule = c.schedule;
-  p.checkpoint = c.checkpoint;
-  p.compute_scale = c.compute_scale;
-  return p;
+  return sim::base_plan(PlanRequest{.model = c.model,
+                                    .profile = c.profile,
+                                    .cluster = c.cluster,
+                                    .compute_scale = c.compute_scale,
+                                    .schedule = c.schedule,
+                                    .checkpoint = c.checkpoint});
 }
 
 // One Pipe iteration of a state: its length and the first replica's all-reduce time.
@@ -264,8 +263,7 @@ class Replay {
     cur_.dp = s_.dp;
     cur_.chunks = s_.chunks;
     cur_.cache = s_.cache;
-    cur_.time_s = cur_.compute_s + cur_.transition_s;
-    cur_.throughput_samples_per_s = cur_.time_s > 0 ? cur_.samples / cur_.time_s : 0;
+    complete_epoch_row(cur_);
     out_.log.epochs.push_back(cur_);
     out_.total_s += cur_.time_s;
     out_.samples += cur_.samples;

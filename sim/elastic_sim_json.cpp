@@ -36,9 +36,7 @@ Json run_to_json(const ElasticRun& run, double baseline_s) {
 }  // namespace
 
 Json elastic_report_to_json(const ElasticReport& r) {
-  Json doc;
-  doc["format"] = "pipetwin.elastic_report";
-  doc["version"] = 1;
+  Json doc = json_document("pipetwin.elastic_report", 1);
   doc["model"] = r.elastic.log.model;
   doc["layers"] = r.elastic.trace.layers;  // L, the transformer layers the freeze algorithm counts
   doc["speedup"] = r.speedup;

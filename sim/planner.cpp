@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,23 +32,26 @@ double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
   return (a > 0 && b > 0) ? a / b : 1.0;
 }
 
-namespace {
-
-Plan base_plan(const PlanRequest& r) {
-  Plan p;
-  p.model = r.model.empty() ? r.profile.model : r.model;
-  p.profile = r.profile;
-  p.cluster = r.cluster;
-  p.schedule = r.schedule;
-  p.partitioner = r.partitioner;
-  p.batch_size = r.batch_size;
-  p.dp = r.dp;
-  p.checkpoint = r.checkpoint;
-  p.frozen_layers = r.frozen_layers;
-  p.iterations = r.iterations;
-  p.compute_scale = resolve_compute_scale(r.profile, r.cluster, r.catalog);
-  return p;
+Plan base_plan(PlanRequest r) {
+  const double scale = r.compute_scale > 0 ? r.compute_scale
+                                           : resolve_compute_scale(r.profile, r.cluster, r.catalog);
+  // Initialised in member order, so the model's name is read before the profile moves.
+  return Plan{.model = r.model.empty() ? r.profile.model : std::move(r.model),
+              .profile = std::move(r.profile),
+              .cluster = std::move(r.cluster),
+              .schedule = std::move(r.schedule),
+              .partitioner = std::move(r.partitioner),
+              .batch_size = r.batch_size,
+              .dp = r.dp,
+              .checkpoint = r.checkpoint,
+              .stages = {},
+              .placement = {},
+              .iterations = r.iterations,
+              .compute_scale = scale,
+              .frozen_layers = r.frozen_layers};
 }
+
+namespace {
 
 // The plan's stages from a partition: placed by `layout` (stage -> device: virtual stages), else
 // by its stage -> device map, else stage s on device s.
@@ -72,11 +76,11 @@ bool places_stages(const std::string& partitioner) {
   return partitioner == "pipedream-dp" || partitioner == "mixed-pipe" || partitioner == "metis";
 }
 
-// stage -> device for the request's virtual stages; empty for one stage per device.
-std::vector<int> stage_layout(const PlanRequest& r) {
-  const int v = resolved_virtual_stages(r);
-  if (v == 1) return {};
-  return virtual_stage_layout(stage_layout_of(r.schedule), r.stages, v, r.schedule);
+// Where a partition's stages go: the schedule's layout for virtual stages; for one stage per device
+// none (a partitioner's own placement, else stage s on device s: set_stages).
+const std::vector<int>& forced_layout(const ResolvedRequest& q) {
+  static const std::vector<int> kNone;
+  return q.v > 1 ? q.stage_device : kNone;
 }
 
 // The worst memory pool of a simulated plan is over its capacity.
@@ -124,18 +128,15 @@ bool fits_pools(const Plan& p, const Partition& candidate, const std::vector<int
   }
 }
 
-// Devices that share one memory, or a device hosting several virtual stages: per-stage limits from
-// the whole memory down to an equal share (stage_memory_limit, divided among a device's virtual
-// stages), in kSharedLevels steps; the first partition whose stages' peaks add up within every
-// memory wins — the loosest limit that works, so the fastest partition found. When none does, the
-// last partition found is returned for check_fits() to refuse.
+// Devices that share one memory, or a device hosting several virtual stages: the per-stage limits
+// of shared_stage_limits(), loosest first; the first partition whose stages' peaks add up within
+// every memory wins — the loosest limit that works, so the fastest partition found. When none
+// does, the last partition found is returned for check_fits() to refuse.
 Partition partition_shared(const Plan& p, PartitionRequest& pr, const Partitioner& partitioner,
-                           double share, const std::vector<int>& layout) {
-  constexpr int kSharedLevels = 8;
-  const double whole = tensor_capacity_bytes(p.cluster);
+                           const std::vector<double>& limits, const std::vector<int>& layout) {
   std::optional<Partition> last;
-  for (int i = 0; i <= kSharedLevels; ++i) {
-    pr.memory_limit_bytes = whole - (whole - share) * i / kSharedLevels;
+  for (double limit : limits) {
+    pr.memory_limit_bytes = limit;
     try {
       Partition part = partitioner.partition(pr);
       if (fits_pools(p, part, layout)) return part;
@@ -161,10 +162,10 @@ PartitionRequest request_for(const Plan& p, const CostModel& cost, int stages) {
 // The partition into v x K stages, memory-aware unless allow_oom (docs/partition-memory.md): the
 // partitioner gets the schedule's memory model and stage_memory_limit() (or, where devices share a
 // memory or host several virtual stages, a series of limits, partition_shared).
-Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& cost,
-                        const std::vector<int>& layout) {
-  const int v = resolved_virtual_stages(r);
-  PartitionRequest pr = request_for(p, cost, v * r.stages);
+Partition partition_for(const Plan& p, const ResolvedRequest& q, const CostModel& cost) {
+  const PlanRequest& r = q.request;
+  const int v = q.v;
+  PartitionRequest pr = request_for(p, cost, q.num_stages());
   const bool aware = !r.allow_oom && searches(r.partitioner);
   // Partitioners that weigh candidates (mixed-pipe) get the simulator's iteration time.
   pr.evaluate = [&p, aware](const Partition& candidate) {
@@ -182,7 +183,8 @@ Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& co
   if (v == 1 && pr.memory_limit_bytes >= tensor_capacity_bytes(p.cluster)) {
     return partitioner->partition(pr);
   }
-  return partition_shared(p, pr, *partitioner, pr.memory_limit_bytes / v, layout);
+  return partition_shared(p, pr, *partitioner, shared_stage_limits(p, r.stages, v),
+                          forced_layout(q));
 }
 
 // pipedream-dp's pick, refined by simulation (as mixed-pipe weighs its candidates). Simulated under
@@ -198,9 +200,10 @@ Partition partition_for(const Plan& p, const PlanRequest& r, const CostModel& co
 // hidden: a straight 8-stage 1F1B pipeline priced faster than data parallelism simulates 19%
 // slower; a 7-1 hybrid that the paper's pricing ranks behind data parallelism simulates 38% faster
 // under PipeDream's schedule (tests/stage_replicas_test.cpp). Memory-aware, a candidate must fit.
-Partition refine_pipedream(Partition planned, const Plan& p, const PlanRequest& r,
+Partition refine_pipedream(Partition planned, const Plan& p, const ResolvedRequest& q,
                            const CostModel& cost) {
-  if (resolved_virtual_stages(r) != 1) return planned;
+  if (q.v != 1) return planned;
+  const PlanRequest& r = q.request;
   const bool aware = !r.allow_oom;
   std::vector<Partition> candidates;
   const PartitionRequest pr = request_for(p, cost, r.stages);
@@ -231,16 +234,16 @@ Partition refine_pipedream(Partition planned, const Plan& p, const PlanRequest& 
   return planned;
 }
 
-void partition_into(Plan& p, const PlanRequest& r) {
+void partition_into(Plan& p, const ResolvedRequest& q) {
+  const PlanRequest& r = q.request;
   CostOptions o;
   o.compute_scale = p.compute_scale;
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
   const CostModel cost(p.profile, p.cluster, o);
-  const std::vector<int> layout = stage_layout(r);
-  Partition part = partition_for(p, r, cost, layout);
-  if (r.partitioner == "pipedream-dp") part = refine_pipedream(std::move(part), p, r, cost);
-  p = with_candidate(std::move(p), part, layout);  // replicated alike: data parallelism
+  Partition part = partition_for(p, q, cost);
+  if (r.partitioner == "pipedream-dp") part = refine_pipedream(std::move(part), p, q, cost);
+  p = with_candidate(std::move(p), part, forced_layout(q));  // replicated alike: data parallelism
   if (part.uniform_replicas() && part.replicas_of(0) > 1 && p.batch_size % (p.dp * p.chunks) != 0) {
     throw InputError(fmt::format(
         "partitioner {} replicates every stage {} times: --batch {} is not divisible by dp x "
@@ -255,8 +258,9 @@ std::string checkpoint_note(Checkpoint c) {
 
 // "plan does not fit: partitioner optimal found no partition into 4 stages within 80.00 GiB a
 // device (gpipe, M=8, micro-batch 4); the leanest needs 92.10 GiB on stage 0".
-std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e) {
-  const int v = resolved_virtual_stages(r);
+std::string no_fit_line(const Plan& p, const ResolvedRequest& q, const NoFitError& e) {
+  const PlanRequest& r = q.request;
+  const int v = q.v;
   const std::string stages =
       v == 1 ? fmt::format("{} stages", r.stages)
              : fmt::format("{} stages ({} on each of {} devices)", v * r.stages, v, r.stages);
@@ -277,36 +281,49 @@ std::string no_fit_line(const Plan& p, const PlanRequest& r, const NoFitError& e
 
 namespace {
 
-void check_request(const PlanRequest& r) {
-  if (r.stages < 1) throw InputError(fmt::format("--stages must be positive ({} given)", r.stages));
+// Why `r` cannot be planned at all (ResolvedRequest::error), in the order a user fixes flags; sets
+// q.v and q.stage_device on the way.
+std::string request_error(const PlanRequest& r, ResolvedRequest& q) {
+  if (r.stages < 1) return fmt::format("--stages must be positive ({} given)", r.stages);
   if (r.virtual_stages < 0) {
-    throw InputError(fmt::format("--virtual-stages must be positive ({} < 1)", r.virtual_stages));
+    return fmt::format("--virtual-stages must be positive ({} < 1)", r.virtual_stages);
   }
-  const int v = resolved_virtual_stages(r);
-  if (v > 1 && places_stages(r.partitioner)) {
-    throw InputError(fmt::format(
+  q.v = r.virtual_stages > 0 ? r.virtual_stages : default_virtual_stages(r.schedule);
+  std::string layout_error;  // v does not fit the schedule's layout
+  try {
+    q.stage_device = virtual_stage_layout(stage_layout_of(r.schedule), r.stages, q.v, r.schedule);
+  } catch (const InputError& e) {
+    layout_error = e.what();
+  }
+  if (q.v > 1 && places_stages(r.partitioner)) {
+    return fmt::format(
         "partitioner {} places stages on devices itself and cannot cut {} virtual stages per "
         "device (--virtual-stages {}); use optimal, balance-time, balance-size, autopipe or "
         "uniform",
-        r.partitioner, v, v));
+        r.partitioner, q.v, q.v);
   }
-  stage_layout(r);  // InputError when v does not fit the schedule's layout
-  if (r.dp < 1) throw InputError(fmt::format("--dp must be positive ({} given)", r.dp));
-  if (r.batch_size < 1)
-    throw InputError(fmt::format("--batch must be positive ({} given)", r.batch_size));
+  if (!layout_error.empty()) return layout_error;
+  if (r.dp < 1) return fmt::format("--dp must be positive ({} given)", r.dp);
+  if (r.batch_size < 1) return fmt::format("--batch must be positive ({} given)", r.batch_size);
   if (r.batch_size % r.dp != 0) {
-    throw InputError(fmt::format("--batch {} is not divisible by --dp {}", r.batch_size, r.dp));
+    return fmt::format("--batch {} is not divisible by --dp {}", r.batch_size, r.dp);
   }
+  if (r.chunks <= 0) return "";  // auto: each M is asked in turn
+  if (r.batch_size % (r.dp * r.chunks) != 0) {
+    return fmt::format("--batch {} is not divisible by dp x chunks = {} x {}", r.batch_size, r.dp,
+                       r.chunks);
+  }
+  return q.refusal(r.chunks);
 }
 
-Plan plan_with_chunks(Plan plan, const PlanRequest& r) {
+Plan plan_with_chunks(Plan plan, const ResolvedRequest& q) {
   try {
-    partition_into(plan, r);
+    partition_into(plan, q);
   } catch (const NoFitError& e) {
-    throw InputError(no_fit_line(plan, r, e));
+    throw InputError(no_fit_line(plan, q, e));
   }
   plan.validate("plan");
-  if (!r.allow_oom) check_fits(plan);
+  if (!q.request.allow_oom) check_fits(plan);
   return plan;
 }
 
@@ -327,8 +344,8 @@ struct AutoTrials {
     }
   }
 
-  std::string line(const PlanRequest& r) const {
-    const int v = resolved_virtual_stages(r);
+  std::string line(const ResolvedRequest& q) const {
+    const PlanRequest& r = q.request;
     if (!leanest) {
       return "--chunks auto: no chunk count fits" +
              (last_error.empty() ? std::string() : ": " + last_error);
@@ -337,42 +354,16 @@ struct AutoTrials {
         "--chunks auto: no chunk count fits: partitioner {} tried M = {} ({}, K={}{}{}) within "
         "{:.2f} GiB a {}; the leanest, M={}, needs {:.2f} GiB {}",
         r.partitioner, fmt::join(tried, ", "), r.schedule, r.stages,
-        v > 1 ? fmt::format(", v={}", v) : "", checkpoint_note(r.checkpoint),
-        leanest->limit_bytes / kGiB, v > 1 ? "stage" : "device", leanest_m,
+        q.v > 1 ? fmt::format(", v={}", q.v) : "", checkpoint_note(r.checkpoint),
+        leanest->limit_bytes / kGiB, q.v > 1 ? "stage" : "device", leanest_m,
         leanest->need_bytes / kGiB, leanest->where);
   }
 };
 
-}  // namespace
-
-int resolved_virtual_stages(const PlanRequest& r) {
-  return r.virtual_stages > 0 ? r.virtual_stages : default_virtual_stages(r.schedule);
-}
-
-std::string request_refusal(const PlanRequest& r, int chunks) {
-  PipelineShape shape;
-  shape.micro_batches = chunks;
-  shape.replicas = r.dp;
-  shape.checkpoint = r.checkpoint;
-  shape = lay_out_stages(r.schedule, shape, r.stages, resolved_virtual_stages(r));
-  return schedule_refusal(r.schedule, shape);
-}
-
-Plan make_plan(const PlanRequest& r) {
-  check_request(r);
-  Plan plan = base_plan(r);
-  if (r.chunks > 0) {
-    plan.chunks = r.chunks;
-    if (r.batch_size % (r.dp * r.chunks) != 0) {
-      throw InputError(fmt::format("--batch {} is not divisible by dp x chunks = {} x {}",
-                                   r.batch_size, r.dp, r.chunks));
-    }
-    const std::string why = request_refusal(r, r.chunks);
-    if (!why.empty()) throw InputError(why);
-    return plan_with_chunks(plan, r);
-  }
-  // Auto: the fastest M in [1, 6K] that divides the per-replica batch, the schedule accepts and
-  // fits.
+// Chunks auto: the fastest M in [1, 6K] that divides the per-replica batch, the schedule accepts
+// and fits.
+Plan plan_auto_chunks(const Plan& plan, const ResolvedRequest& q) {
+  const PlanRequest& r = q.request;
   const int per_replica = r.batch_size / r.dp;
   double best_time = std::numeric_limits<double>::infinity();
   Plan best;
@@ -380,7 +371,7 @@ Plan make_plan(const PlanRequest& r) {
   std::string refused;  // why the schedule refused the last M it refused
   for (int m = 1; m <= std::min(per_replica, 6 * r.stages); ++m) {
     if (per_replica % m != 0) continue;
-    if (std::string why = request_refusal(r, m); !why.empty()) {
+    if (std::string why = q.refusal(m); !why.empty()) {
       refused = std::move(why);
       continue;
     }
@@ -388,7 +379,7 @@ Plan make_plan(const PlanRequest& r) {
     candidate.chunks = m;
     trials.tried.push_back(m);
     try {
-      partition_into(candidate, r);
+      partition_into(candidate, q);
       candidate.validate("plan");
       if (!r.allow_oom) check_fits(candidate);
     } catch (const InputError& e) {
@@ -407,70 +398,42 @@ Plan make_plan(const PlanRequest& r) {
         "--chunks auto: no M in 1..{} dividing the per-replica batch {} that {} accepts ({})",
         std::min(per_replica, 6 * r.stages), per_replica, r.schedule, refused));
   }
-  if (best.stages.empty()) throw InputError(trials.line(r));
+  if (best.stages.empty()) throw InputError(trials.line(q));
   return best;
-}
-
-namespace {
-
-// "M=8, balance [6, 2]", with the data-parallel width and devices where they say more.
-std::string describe_plan(const Plan& p) {
-  std::vector<int> sizes;
-  for (const auto& st : p.stages) sizes.push_back(static_cast<int>(st.layers.size()));
-  std::string out = fmt::format("M={}, balance [{}]", p.chunks, fmt::join(sizes, ", "));
-  if (p.dp > 1) out += fmt::format(", dp {}", p.dp);
-  if (p.replicates_stages()) {
-    std::vector<int> replicas;
-    for (const auto& st : p.stages) replicas.push_back(st.replicas);
-    out += fmt::format(", stage replicas [{}]", fmt::join(replicas, ", "));
-  }
-  if (p.devices_per_replica() != p.num_stages()) {
-    out += fmt::format(" on {} devices", p.devices_per_replica());
-  }
-  return out;
-}
-
-// Whether two plans of one request cut and place the model alike (then the one that fits is the
-// fastest).
-bool same_partition(const Plan& a, const Plan& b) {
-  if (a.chunks != b.chunks || a.dp != b.dp || a.stages.size() != b.stages.size()) return false;
-  for (size_t i = 0; i < a.stages.size(); ++i) {
-    if (a.stages[i].layers != b.stages[i].layers || a.stages[i].device != b.stages[i].device ||
-        a.stages[i].replicas != b.stages[i].replicas)
-      return false;
-  }
-  return true;
 }
 
 }  // namespace
 
-Plan make_plan(const PlanRequest& r, std::string* memory_note) {
-  Plan plan = make_plan(r);
-  if (memory_note == nullptr) return plan;
-  memory_note->clear();
-  if (r.allow_oom) return plan;
-  PlanRequest blind = r;
-  blind.allow_oom = true;
-  Plan fastest;
-  try {
-    fastest = make_plan(blind);
-  } catch (const InputError&) {
-    return plan;  // nothing to compare with
-  }
-  if (same_partition(fastest, plan)) return plan;  // the fastest fits: nothing to say
-  const PlanContext ctx(fastest, 0);
-  const SimResult sim = simulate_plan(ctx);
-  const auto pools = memory_pools(fastest.cluster, ctx.placement, sim.memory);
-  const MemoryPool* worst = tightest_pool(pools);
-  if (worst == nullptr || worst->need_bytes <= worst->capacity_bytes) return plan;
-  const double chosen_s = simulate_plan(PlanContext(plan, 0)).metrics.iteration_time_s;
-  *memory_note = fmt::format(
-      "the fastest partition ignoring memory ({}; {:.1f} ms/step) needs {:.2f} GiB on {} of "
-      "{:.2f} GiB; chose {} ({:.1f} ms/step), which fits",
-      describe_plan(fastest), sim.metrics.iteration_time_s * 1e3, worst->need_bytes / kGiB,
-      describe_pool(*worst, fastest.cluster, ctx.placement), worst->capacity_bytes / kGiB,
-      describe_plan(plan), chosen_s * 1e3);
-  return plan;
+ResolvedRequest resolve_request(const PlanRequest& request) {
+  ResolvedRequest q{.request = request};
+  q.error = request_error(request, q);
+  return q;
+}
+
+std::string ResolvedRequest::refusal(int chunks) const {
+  PipelineShape shape;
+  shape.micro_batches = chunks;
+  shape.replicas = request.dp;
+  shape.checkpoint = request.checkpoint;
+  shape.num_stages = num_stages();
+  shape.stage_device = stage_device;
+  shape.devices_per_replica = request.stages;
+  return schedule_refusal(request.schedule, shape);
+}
+
+std::string request_refusal(const PlanRequest& request, int chunks) {
+  const ResolvedRequest q = resolve_request(request);
+  if (q.stage_device.empty()) throw InputError(q.error);  // no shape to ask the schedule about
+  return q.refusal(chunks);
+}
+
+Plan make_plan(const PlanRequest& r) {
+  const ResolvedRequest q = resolve_request(r);
+  if (!q.error.empty()) throw InputError(q.error);
+  Plan plan = base_plan(r);
+  if (r.chunks <= 0) return plan_auto_chunks(plan, q);
+  plan.chunks = r.chunks;
+  return plan_with_chunks(std::move(plan), q);
 }
 
 }  // namespace pipetwin::sim

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/cluster.hpp"
 #include "core/plan.hpp"
@@ -41,10 +42,11 @@
 namespace pipetwin::sim {
 
 struct PlanRequest {
-  std::string model;
+  std::string model;  // "": the profile's
   Profile profile;
   Cluster cluster;
   const Catalog* catalog = nullptr;  // for the compute scale; may be null
+  double compute_scale = 0;          // > 0: given; 0: resolve_compute_scale()
   int stages = 1;                    // K: pipeline length in devices
   std::string schedule = "gpipe";
   int virtual_stages = 0;  // model chunks per device; 0: default_virtual_stages(schedule)
@@ -64,13 +66,38 @@ struct PlanRequest {
 double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
                              const Catalog* catalog);
 
-// Model chunks per device the request runs: virtual_stages, or the schedule's default.
-int resolved_virtual_stages(const PlanRequest& request);
+// A request read once: what the planner decides from the request alone, before anything is
+// partitioned. make_plan() resolves its request first and reads this from then on.
+struct ResolvedRequest {
+  const PlanRequest& request;  // must outlive the resolved request
+  int v = 1;                   // model chunks per device: virtual_stages, or the schedule's default
+  // stage -> device of the v x K stages in the schedule's layout (virtual_stage_layout; for v = 1
+  // stage s on device s, though a partitioner that places stages itself keeps its placement);
+  // empty when the request has no layout (see `error`).
+  std::vector<int> stage_device{};
+  // Why the request cannot be planned at all (one line naming the flag and the value: K, v and the
+  // schedule's layout, the partitioner, dp, the batch; with a given chunk count, its divisibility
+  // and the schedule's refusal); "" when it can.
+  std::string error{};
 
-// Why `request`'s schedule cannot run it with M = `chunks` micro-batches (schedule_refusal() of
-// its shape: v x K stages in the schedule's layout on K devices); "" when it can. InputError when
-// the virtual stages do not fit the schedule's layout.
+  int num_stages() const { return v * request.stages; }
+  // Why the schedule cannot run the request with M = `chunks` micro-batches (schedule_refusal() of
+  // its shape: v x K stages in the schedule's layout on K devices); "" when it can.
+  std::string refusal(int chunks) const;
+};
+ResolvedRequest resolve_request(const PlanRequest& request);
+
+// resolve_request(request).refusal(chunks); InputError when the request cannot be planned at all
+// (e.g. the virtual stages do not fit the schedule's layout). A loop over M resolves once instead.
 std::string request_refusal(const PlanRequest& request, int chunks);
+
+// The fields of a plan the request fixes before anything is partitioned: the model (the profile's
+// when the request names none), profile, cluster, schedule, partitioner, batch, dp, checkpointing,
+// frozen layers, iterations and the compute scale (the request's, else resolve_compute_scale());
+// no stages yet, M = 1. Every plan starts from it: the planner's candidates, the elastic
+// simulator's per-state plans (core/elastic/decision.hpp state_plan) and, through make_plan, the
+// capacity search's.
+Plan base_plan(PlanRequest request);
 
 Plan make_plan(const PlanRequest& request);
 // The same; `memory_note` (when not null) is set to one line when the fastest plan ignoring memory
@@ -86,6 +113,12 @@ Plan make_plan(const PlanRequest& request, std::string* memory_note);
 // timing the others. There the planner tries looser per-stage limits first, down to this share, and
 // keeps the first partition whose stages' peaks add up within the memory.
 double stage_memory_limit(const Plan& plan, int devices_per_replica);
+
+// The per-stage limits the planner asks a partitioner for, loosest first, where devices share one
+// memory or a device hosts v > 1 stages: from the whole memory (less the framework's) down to
+// stage_memory_limit() / v in eight steps. The planner keeps the first partition that fits every
+// memory; the capacity search (studies/capacity_screen.hpp) bounds the plan over all of them.
+std::vector<double> shared_stage_limits(const Plan& plan, int devices_per_replica, int v);
 
 // Throws InputError naming the first device whose predicted peak memory (tensors plus, on a GPU,
 // the framework's memory: core/memory_pools.hpp) exceeds its capacity.

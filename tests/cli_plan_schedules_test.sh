@@ -2,7 +2,8 @@
 # The schedules users pick, as the CLI shows them: `plan --virtual-stages` places v x K stages in
 # the schedule's layout and says so, `plan --schedule auto` prints one line per schedule and writes
 # the fastest that fits, `schedule --compact` prints I and W and a V device's two chunks, `sweep`
-# has the virtual_stages knob, and bad values are one-line errors (exit 2).
+# has the virtual_stages knob, plan and sweep declare their shared flags once, and bad values are
+# one-line errors (exit 2).
 # Usage: cli_plan_schedules_test.sh PIPETWIN SOURCE_DIR
 set -u
 bin=$1
@@ -88,5 +89,33 @@ expect "sweep header" "^point,points,schedule,virtual_stages,chunks," "$csv"
 expect "sweep refusal row" "^3,4,zb-h1,2,8,.*schedule zb-h1 runs one stage per device" "$csv"
 expect_error "--virtual-stages must be positive (0 < 1)" \
   "$bin" sweep --model "$model" --grid 'chunks=8' --virtual-stages 0 -o "$tmp/s2.csv"
+
+# plan and sweep take the plan-request flags from one declaration (cli/plan_flags.hpp): the same
+# help line for each, the same values, the same one-line errors.
+"$bin" plan --help >"$tmp/plan.help"
+"$bin" sweep --help >"$tmp/sweep.help"
+for flag in --model --profile --cluster --catalog --dtype --optimizer -K,--stages --virtual-stages \
+  -B,--batch -M,--chunks --partitioner --dp --checkpoint-mode --checkpoint --frozen --iterations; do
+  p=$(grep -E -- "^  $flag " "$tmp/plan.help")
+  s=$(grep -E -- "^  $flag " "$tmp/sweep.help")
+  [[ -n "$p" && "$p" == "$s" ]] || { echo "FAIL: $flag: plan says \"$p\", sweep \"$s\""; fail=1; }
+done
+expect_error "--virtual-stages: expected a positive integer or auto, got \"x\"" \
+  "${plan[@]}" --virtual-stages x -o "$tmp/x.json"
+expect_error "--virtual-stages: expected a positive integer or auto, got \"x\"" \
+  "$bin" sweep --model "$model" --grid 'chunks=8' --virtual-stages x -o "$tmp/x.csv"
+"${plan[@]}" --schedule zbv --virtual-stages auto -q -o "$tmp/zbv_auto.json" ||
+  { echo "FAIL: plan --virtual-stages auto"; fail=1; }
+cmp -s "$tmp/zbv.json" "$tmp/zbv_auto.json" || { echo "FAIL: --virtual-stages auto is not zbv's v"; fail=1; }
+# --checkpoint is --checkpoint-mode except_last, in plan and in sweep.
+"${plan[@]}" --checkpoint -q -o "$tmp/ck1.json" && "${plan[@]}" --checkpoint-mode except_last -q -o "$tmp/ck2.json" ||
+  { echo "FAIL: plan --checkpoint"; fail=1; }
+cmp -s "$tmp/ck1.json" "$tmp/ck2.json" || { echo "FAIL: plan --checkpoint differs from except_last"; fail=1; }
+expect "plan --checkpoint" '"checkpoint": "except_last"' "$(cat "$tmp/ck1.json")"
+sweep=("$bin" sweep --model "$model" -K 2 -B 8 -q --grid 'chunks=2,4')
+"${sweep[@]}" --checkpoint -o "$tmp/ck1.csv" && "${sweep[@]}" --checkpoint-mode except_last -o "$tmp/ck2.csv" ||
+  { echo "FAIL: sweep --checkpoint"; fail=1; }
+cmp -s "$tmp/ck1.csv" "$tmp/ck2.csv" || { echo "FAIL: sweep --checkpoint differs from except_last"; fail=1; }
+expect "sweep --checkpoint" ",except_last," "$(cat "$tmp/ck1.csv")"
 
 exit $fail

@@ -8,8 +8,8 @@
 #include "core/cost_model.hpp"
 #include "core/elastic/autopipe.hpp"
 #include "core/elastic/transformer_layers.hpp"
-#include "profiles/model_source.hpp"
 #include "core/partition/partitioner.hpp"
+#include "profiles/model_source.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::elastic {
@@ -145,6 +145,24 @@ TEST(AutoPipe, DrivenByFreezeNotifications) {
               Pointwise(DoubleNear(1e-9), std::vector<double>{38.0 / 6 + 2, 5}));
 }
 
+// A state given rather than reached (a checkpoint's, or K cut to the devices left): layout_for
+// partitions at the K given, without Equation 2; restore() makes it the state the next freeze
+// compresses from, and M_GPU(0) stays that of T = 0.
+TEST(AutoPipe, RestoredStateIsWhereTheNextFreezeStarts) {
+  AutoPipe ap(worked_example(), 4);
+  const PipelineLayout four = ap.layout_for(4, 4);  // on_freeze(4) would compress to K = 2
+  EXPECT_EQ(four.K, 4);
+  EXPECT_EQ(four.frozen_profile_layers, 9);
+  EXPECT_THAT(four.stages[0], ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
+  EXPECT_EQ(ap.layout().K, 4);  // layout_for changes nothing
+  EXPECT_THAT(ap.restore(0, 2).balance.layers, ElementsAre(6, 8));
+  EXPECT_DOUBLE_EQ(ap.initial_memory(), 12);
+  // From K = 4, two frozen layers keep K = 4 (FrozenLayersGoToTheFirstDeviceAtLambdaFrozen); from
+  // the restored K = 2, K = 1 would hold 3.333 + 25 > 12, so K stays 2: it never grows back.
+  EXPECT_EQ(ap.on_freeze(2).K, 2);
+  EXPECT_EQ(ap.layout().frozen_profile_layers, 5);
+}
+
 TEST(AutoPipe, EqualSubLayersSplitEvenly) {
   EXPECT_THAT(load_balance(std::vector<double>(12, 0.1), 4).layers, ElementsAre(3, 3, 3, 3));
   EXPECT_THAT(load_balance(std::vector<double>(5, 1.0), 5).layers, ElementsAre(1, 1, 1, 1, 1));
@@ -177,6 +195,10 @@ TEST(AutoPipe, Errors) {
   AutoPipe ap(no_head, 2);
   EXPECT_EQ(input_error([&] { ap.on_freeze(6); }),
             "autopipe: all 6 layers frozen; a pipeline needs an active layer");
+  EXPECT_EQ(input_error([&] { ap.restore(6, 1); }),
+            "autopipe: all 6 layers frozen; a pipeline needs an active layer");
+  EXPECT_EQ(input_error([&] { ap.layout_for(1, 0); }), "autopipe: stages must be positive (0 < 1)");
+  EXPECT_EQ(ap.layout().K, 2);  // a refused state leaves the current one
 }
 
 TEST(AutoPipePartitioner, SplitsOffTheCostModelsFrozenLayers) {

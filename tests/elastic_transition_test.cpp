@@ -105,6 +105,22 @@ TEST(EpochLog, JsonRoundTripAndCsv) {
                        "\n1,4,4,4,16,1,10,4000,100.000000,18.200000,118.200000,33.841,0.5,\n"));
 }
 
+// The row both engines close an epoch with: the epoch's time is its training plus its
+// transitions, its throughput the samples over that time.
+TEST(EpochLog, RowTimeIsComputePlusTransitionsAndThroughputSamplesOverIt) {
+  EpochRecord r;
+  r.samples = 4000;
+  r.compute_s = 100;
+  r.transition_s = 18.2;
+  complete_epoch_row(r);
+  EXPECT_DOUBLE_EQ(r.time_s, 118.2);
+  EXPECT_DOUBLE_EQ(r.throughput_samples_per_s, 4000 / 118.2);
+  EpochRecord empty;  // an epoch that took no time has no throughput, not a division by zero
+  complete_epoch_row(empty);
+  EXPECT_EQ(empty.time_s, 0);
+  EXPECT_EQ(empty.throughput_samples_per_s, 0);
+}
+
 TEST(EpochLog, ErrorsNameTheField) {
   test::TempDir dir;
   Json doc = epoch_log_to_json(sample_log());

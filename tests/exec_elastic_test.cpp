@@ -423,6 +423,40 @@ TEST_F(Elastic, ALostRankContinuesOnFewerReplicasWhenConfigured) {
   }
 }
 
+// AutoPipe's all-frozen guard on the live path. The synthetic model has no head, so every one of
+// its 4 layers can freeze: the alpha bound at alpha = 0.99 freezes 3 at the first freeze step (one
+// active layer left: K 2 -> 1, dp 1 -> 2) and all 4 at the fifth (4 (1 - 0.01^5) rounds to 4).
+// The policy refuses that transition with AutoPipe's one line and keeps its pipeline; a live run
+// with a freeze step after every step stops there with the same line.
+TEST_F(Elastic, AFreezeOfEveryLayerIsRefusedLive) {
+  const Plan plan = exec_plan({.model = "uniform:layers=4,fwd_ms=0,bwd_ms=0,act_kb=1,param_kb=1",
+                               .stages = 2,
+                               .chunks = 2,
+                               .micro_batch = 2});
+  const exec::ElasticOptions e{
+      .alpha = 0.99, .unit = elastic::FreezeUnit::kStep, .interval = 1, .gradient_norms = false};
+  const std::string refused = "autopipe: all 4 layers frozen; a pipeline needs an active layer";
+  exec::ElasticPolicy policy(plan, e);
+  ASSERT_EQ(policy.freeze_step(), 3);
+  const exec::Transition three = policy.transition(3);
+  EXPECT_EQ(three.plan.num_stages(), 1);
+  EXPECT_EQ(three.plan.dp, 2);
+  for (int T = 2; T <= 4; ++T) ASSERT_EQ(policy.freeze_step(), 3) << T;
+  ASSERT_EQ(policy.freeze_step(), 4);
+  EXPECT_EQ(test::input_error([&] { policy.transition(4); }), refused);
+  EXPECT_EQ(policy.K(), 1);
+  EXPECT_EQ(policy.plan_for(3, 1).stages.at(0).layers, three.plan.stages.at(0).layers);
+  EXPECT_EQ(test::input_error([&] { policy.plan_for(4, 1); }), refused);
+
+  exec::TrainOptions o = options(8, 1);
+  o.elastic = e;
+  exec::Trainer t(plan, o);
+  EXPECT_EQ(test::input_error([&] { t.run(); }), refused);
+  EXPECT_EQ(t.step(), 5);
+  EXPECT_EQ(t.frozen_layers(), 3);
+  EXPECT_EQ(t.plan().dp, 2);
+}
+
 // In one process an injected throw in a transition is a RunFailure naming the transition.
 TEST_F(Elastic, AFailedTransitionNamesItself) {
   const Plan pa = exec_plan({.model = "vit:test"});

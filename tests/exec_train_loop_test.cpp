@@ -138,6 +138,11 @@ TEST_F(TrainLoop, LossFallsAndHeldOutAccuracyRisesOnTheDigits) {
   EXPECT_EQ(log.source, "measured");
   EXPECT_EQ(log.epochs[1].K, 2);
   EXPECT_EQ(log.epochs[1].samples, 44 * 32);
+  for (const auto& e : log.epochs) {  // the row as the replay closes it (epoch_log.hpp)
+    EXPECT_GT(e.compute_s, 0);
+    EXPECT_DOUBLE_EQ(e.time_s, e.compute_s + e.transition_s);
+    EXPECT_DOUBLE_EQ(e.throughput_samples_per_s, static_cast<double>(e.samples) / e.time_s);
+  }
   const auto trace = elastic::load_freeze_trace(o.freeze_trace);
   ASSERT_EQ(trace.events.size(), 1u);
   EXPECT_EQ(trace.events[0].frozen_layers, 0);

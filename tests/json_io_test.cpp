@@ -88,6 +88,12 @@ TEST(JsonView, DefaultsApplyToAbsentAndNullMembers) {
   EXPECT_EQ(v.integer_or("x", -3), -3);
   EXPECT_EQ(v.string_or("x", "dflt"), "dflt");
   EXPECT_TRUE(v.bool_or("x", true));
+  EXPECT_EQ(v.int32_or("x", 7), 7);
+  // A present member is read, and checked, by its type's reader.
+  EXPECT_EQ(v.int32_or("y", 7), 2);
+  EXPECT_EQ(v.integer_or("y", -3), 2);
+  EXPECT_EQ(input_error([&] { v.string_or("y", "dflt"); }), "f.json: y: expected a string, got 2");
+  EXPECT_EQ(input_error([&] { v.bool_or("y", true); }), "f.json: y: expected true or false, got 2");
   EXPECT_FALSE(v.find("x").has_value());
   ASSERT_TRUE(v.find("y").has_value());
   EXPECT_EQ(v.find("y")->path(), "y");
@@ -179,6 +185,17 @@ TEST(JsonView, CheckFormat) {
   const Json none = doc_of(R"({"version": 1})");
   EXPECT_EQ(input_error([&] { JsonView(none, "f.json").check_format("pipetwin.thing", 1); }),
             "f.json: format: missing required field");
+}
+
+TEST(JsonDocument, OpensWithTheHeaderCheckFormatReads) {
+  Json doc = json_document("pipetwin.thing", 2);
+  doc["name"] = "x";
+  // format, version, then the members in the order they were set: what a reader sees first.
+  EXPECT_EQ(dump_json(doc),
+            dump_json(doc_of(R"({"format": "pipetwin.thing", "version": 2, "name": "x"})")));
+  EXPECT_EQ(JsonView(doc, "f.json").check_format("pipetwin.thing", 2), 2);
+  EXPECT_EQ(input_error([&] { JsonView(doc, "f.json").check_format("pipetwin.thing", 1); }),
+            "f.json: version: unsupported version 2 (this pipetwin reads 1..1)");
 }
 
 TEST(JsonView, AllowOnlyNamesTheFirstUnknownField) {

@@ -1,4 +1,5 @@
-// The planner (sim/planner.hpp): automatic chunk count, memory refusal, compute scale.
+// The planner (sim/planner.hpp): automatic chunk count, memory refusal, compute scale, the request
+// resolved once and the plan fields it fixes (base_plan).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -6,6 +7,7 @@
 #include "profiles/synthetic.hpp"
 #include "sim/planner.hpp"
 #include "sim_test_util.hpp"
+#include "test_util.hpp"
 
 namespace pipetwin::sim {
 namespace {
@@ -117,6 +119,71 @@ TEST(Planner, BadRequestsAreInputErrors) {
   r.chunks = 2;
   r.stages = 5;  // more stages than layers
   EXPECT_THROW(make_plan(r), InputError);
+}
+
+TEST(Planner, ResolveRequestReadsVirtualStagesLayoutAndErrorsOnce) {
+  PlanRequest r = request("uniform:layers=16", 4, 16);
+  r.schedule = "zbv";  // v = 2 by default, in a V
+  const ResolvedRequest q = resolve_request(r);
+  EXPECT_EQ(q.error, "");
+  EXPECT_EQ(q.v, 2);
+  EXPECT_EQ(q.num_stages(), 8);
+  EXPECT_THAT(q.stage_device, ::testing::ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
+  // zbv needs M >= 2D - 1 = 7; the refusal is asked per M of the one resolved request.
+  EXPECT_EQ(q.refusal(6),
+            "schedule zbv: needs at least 2D - 1 = 7 micro-batches on 4 devices (M = 6)");
+  EXPECT_EQ(q.refusal(8), "");
+  EXPECT_EQ(request_refusal(r, 6), q.refusal(6));
+  r.schedule = "gpipe";
+  const ResolvedRequest one = resolve_request(r);
+  EXPECT_EQ(one.v, 1);
+  EXPECT_THAT(one.stage_device, ::testing::ElementsAre(0, 1, 2, 3));
+  // The first thing wrong, as make_plan() throws it; a fixed M is checked up front too.
+  r.virtual_stages = 2;
+  EXPECT_THAT(resolve_request(r).error, HasSubstr("schedule gpipe runs one stage per device"));
+  EXPECT_THROW(request_refusal(r, 4), InputError);  // no layout to ask the schedule about
+  EXPECT_EQ(test::input_error([&] { make_plan(r); }), resolve_request(r).error);
+  r.virtual_stages = 0;
+  r.chunks = 3;
+  EXPECT_EQ(resolve_request(r).error, "--batch 16 is not divisible by dp x chunks = 1 x 3");
+  r.stages = 0;
+  EXPECT_EQ(resolve_request(r).error, "--stages must be positive (0 given)");
+}
+
+TEST(Planner, BasePlanFillsWhatTheRequestFixes) {
+  PlanRequest r = request("uniform:layers=4", 2, 16);
+  r.model = "";  // the profile's name
+  r.schedule = "1f1b";
+  r.partitioner = "optimal";
+  r.dp = 2;
+  r.checkpoint = Checkpoint::kAlways;
+  r.frozen_layers = 1;
+  r.iterations = 5;
+  r.cluster.relative_speed = 2;  // resolve_compute_scale: 1 / 2
+  Plan p = base_plan(r);
+  EXPECT_EQ(p.model, r.profile.model);
+  EXPECT_EQ(p.schedule, "1f1b");
+  EXPECT_EQ(p.partitioner, "optimal");
+  EXPECT_EQ(p.batch_size, 16);
+  EXPECT_EQ(p.dp, 2);
+  EXPECT_EQ(p.checkpoint, Checkpoint::kAlways);
+  EXPECT_EQ(p.frozen_layers, 1);
+  EXPECT_EQ(p.iterations, 5);
+  EXPECT_DOUBLE_EQ(p.compute_scale, 0.5);
+  EXPECT_TRUE(p.stages.empty());
+  EXPECT_EQ(p.chunks, 1);
+  r.model = "mine";
+  r.compute_scale = 3;  // given (the elastic simulator's): not resolved again
+  p = base_plan(r);
+  EXPECT_EQ(p.model, "mine");
+  EXPECT_DOUBLE_EQ(p.compute_scale, 3);
+  // make_plan starts from it: the planned plan keeps its fields.
+  r.chunks = 2;
+  r.dp = 1;
+  const Plan planned = make_plan(r);
+  EXPECT_DOUBLE_EQ(planned.compute_scale, 3);
+  EXPECT_EQ(planned.model, "mine");
+  EXPECT_EQ(planned.checkpoint, Checkpoint::kAlways);
 }
 
 }  // namespace

@@ -66,14 +66,29 @@ AutoPipe::AutoPipe(const Profile& profile, int initial_K, double lambda_frozen)
   initial_memory_ = layout_.memory();
 }
 
-const PipelineLayout& AutoPipe::on_freeze(int frozen) {
-  const SubLayers sub = m_partition(sizes_, tl_.frozen_profile_layers(frozen));
+SubLayers AutoPipe::active(int frozen) const {
+  SubLayers sub = m_partition(sizes_, tl_.frozen_profile_layers(frozen));
   if (sub.layers.empty()) {
     throw InputError(fmt::format("autopipe: all {} layers frozen; a pipeline needs an active layer",
                                  tl_.layers()));
   }
+  return sub;
+}
+
+const PipelineLayout& AutoPipe::on_freeze(int frozen) {
+  const SubLayers sub = active(frozen);
   const int K = compressed_length(sub, layout_.K, initial_memory_, lambda_);
   layout_ = layout_pipeline(sub, K, lambda_);
+  return layout_;
+}
+
+PipelineLayout AutoPipe::layout_for(int frozen, int K) const {
+  if (K < 1) throw InputError(fmt::format("autopipe: stages must be positive ({} < 1)", K));
+  return layout_pipeline(active(frozen), K, lambda_);
+}
+
+const PipelineLayout& AutoPipe::restore(int frozen, int K) {
+  layout_ = layout_for(frozen, K);
   return layout_;
 }
 

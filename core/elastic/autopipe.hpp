@@ -68,8 +68,16 @@ class AutoPipe {
   AutoPipe(const Profile& profile, int initial_K, double lambda_frozen = kDefaultLambdaFrozen);
 
   // A freeze notification: re-partitions with `frozen` transformer layers frozen, halving K
-  // while Equation 2 holds (K never grows back).
+  // while Equation 2 holds (K never grows back). InputError when every layer would be frozen
+  // (the Pipe needs an active layer).
   const PipelineLayout& on_freeze(int frozen);
+  // The layout of `frozen` transformer layers frozen on K partitions as it stands, without
+  // compression (K given, not searched); the same InputErrors as on_freeze, and K < 1.
+  PipelineLayout layout_for(int frozen, int K) const;
+  // Takes the state layout_for(frozen, K) as the current one, from which the next freeze
+  // notification compresses: a state read back from a checkpoint, or a pipeline shortened to the
+  // devices a job has left.
+  const PipelineLayout& restore(int frozen, int K);
 
   const PipelineLayout& layout() const { return layout_; }
   const TransformerLayers& transformer_layers() const { return tl_; }
@@ -77,6 +85,9 @@ class AutoPipe {
   double lambda_frozen() const { return lambda_; }
 
  private:
+  // m_partition with `frozen` transformer layers frozen; InputError when nothing stays active.
+  SubLayers active(int frozen) const;
+
   std::vector<double> sizes_;  // m_size of every profile layer
   TransformerLayers tl_;
   double lambda_;

@@ -83,6 +83,11 @@ Json cache_counts_to_json(const CacheCounts& c) {
           {"disk_write_bytes", c.disk_write_bytes}};
 }
 
+void complete_epoch_row(EpochRecord& row) {
+  row.time_s = row.compute_s + row.transition_s;
+  row.throughput_samples_per_s = row.time_s > 0 ? static_cast<double>(row.samples) / row.time_s : 0;
+}
+
 double EpochLog::total_s() const {
   double t = 0;
   for (const auto& e : epochs) t += e.time_s;
@@ -90,9 +95,7 @@ double EpochLog::total_s() const {
 }
 
 Json epoch_log_to_json(const EpochLog& log) {
-  Json doc;
-  doc["format"] = kFormat;
-  doc["version"] = kVersion;
+  Json doc = json_document(kFormat, kVersion);
   doc["source"] = log.source;
   doc["model"] = log.model;
   Json epochs = Json::array();

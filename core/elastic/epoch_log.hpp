@@ -52,6 +52,12 @@ struct EpochRecord {
   std::optional<CacheCounts> cache_stats;  // a live run's, when it had a cache
 };
 
+// Fills an epoch row's derived columns from what the run counted: time_s = compute_s +
+// transition_s, throughput_samples_per_s = samples / time_s (0 for an epoch that took no time).
+// The replay (sim/elastic_sim.hpp) and the live run (exec/train/trainer.hpp) both close their rows
+// with it, so their logs agree on what the columns mean.
+void complete_epoch_row(EpochRecord& row);
+
 struct EpochLog {
   std::string source = "simulated";  // or "measured"
   std::string model;

@@ -126,9 +126,7 @@ FreezeTrace freeze_trace_from_json(const JsonView& doc) {
 }
 
 Json freeze_trace_to_json(const FreezeTrace& t) {
-  Json doc;
-  doc["format"] = kFormat;
-  doc["version"] = kVersion;
+  Json doc = json_document(kFormat, kVersion);
   if (!t.model.empty()) doc["model"] = t.model;
   doc["layers"] = t.layers;
   if (t.alpha > 0) doc["alpha"] = t.alpha;

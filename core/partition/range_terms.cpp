@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/memory_walk.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
@@ -227,92 +228,57 @@ double DeviceHeldSet::bytes(const std::vector<StageBytes>& stages) const {
 
 namespace {
 
-// memory.hpp's DeviceWalk with counts for bytes: the same cursor, the same steps, the same
-// observation points (while a compute action runs and after it). Counts are kept per stage of the
-// device; every point goes to each stage's set (its own counts, its pass) and, for a device of
+// The memory walk (core/memory_walk.hpp) in counts: kept per stage of the device; every
+// observation point goes to each stage's set (its own counts, its pass) and, for a device of
 // several stages, to the device's set (all of them).
-class CountWalk {
+class CountTally {
  public:
-  CountWalk(const Liveness& lv, int device, std::vector<HeldSet>& per_stage, DeviceHeldSet* joint)
-      : lv_(lv), cursor_(lv, device), per_stage_(per_stage), joint_(joint) {
+  CountTally(const Liveness& lv, int device, std::vector<HeldSet>& per_stage, DeviceHeldSet* joint)
+      : lv_(lv), per_stage_(per_stage), joint_(joint) {
     const auto& sh = lv.schedule().shape();
     stages_ = sh.stages_on(device % sh.devices_per_replica);
     local_.assign(static_cast<size_t>(sh.num_stages), 0);
     for (size_t i = 0; i < stages_.size(); ++i) local_[static_cast<size_t>(stages_[i])] = i;
     now_.resize(stages_.size());
-  }
-
-  void run() {
     for (const int s : stages_) per_stage_[static_cast<size_t>(s)].add(HeldCounts{});
     if (joint_ != nullptr) joint_->add(DeviceCounts(stages_.size()));
-    receive(cursor_.arrived(), +1);
-    while (!cursor_.done()) step(cursor_.next_id());
   }
 
- private:
-  HeldCounts& of(int stage) { return now_[local_[static_cast<size_t>(stage)]]; }
-
-  void receive(std::span<const int32_t> recvs, int sign) {
+  void received(std::span<const int32_t> recvs, int sign) {
     for (const int32_t id : recvs) {
       const Action& a = lv_.schedule().action(id);
       HeldCounts& c = of(a.stage);  // the receiving stage
       (a.payload == Payload::kActivation ? c.received_in : c.received_out) += sign;
     }
   }
+  void keep_input(int stage) { ++of(stage).inputs; }
+  void keep_graph(int stage) { ++of(stage).graphs; }
+  void release(int stage) {
+    --of(stage).inputs;
+    --of(stage).graphs;
+  }
+  void during(const LivenessCursor& cursor, int, WalkPass pass, int stage) {
+    observe(cursor, pass, stage);
+  }
+  void after_compute(const LivenessCursor& cursor, int) { observe(cursor, WalkPass::kIdle, -1); }
+  void after_transfer(const LivenessCursor&, int) {}
+
+ private:
+  HeldCounts& of(int stage) { return now_[local_[static_cast<size_t>(stage)]]; }
 
   // One observation point; `pass` runs on stage `running` (-1: none).
-  void observe(HeldCounts::Pass pass, int running) {
+  void observe(const LivenessCursor& cursor, WalkPass pass, int running) {
     point_ = now_;
     for (size_t i = 0; i < stages_.size(); ++i) {
       HeldCounts& c = point_[i];
-      c.pass = stages_[i] == running ? pass : HeldCounts::kIdle;
-      c.stashed = cursor_.versions_alive(stages_[i]) - 1;
+      c.pass = stages_[i] == running ? pass : WalkPass::kIdle;
+      c.stashed = cursor.versions_alive(stages_[i]) - 1;
       per_stage_[static_cast<size_t>(stages_[i])].add(c);
     }
     if (joint_ != nullptr) joint_->add(point_);
   }
 
-  void step(int id) {
-    const Action& a = lv_.schedule().action(id);
-    if (stream_of(a.op) != StreamKind::kCompute) {
-      cursor_.start();
-      receive(cursor_.finish(), +1);
-      return;
-    }
-    receive(cursor_.start(), -1);
-    switch (a.op) {
-      case Op::kForward: {
-        HeldCounts& c = of(a.stage);
-        ++c.inputs;
-        const bool saves = lv_.keeps_graph(id);
-        if (saves) ++c.graphs;
-        observe(saves ? HeldCounts::kForward : HeldCounts::kForwardNoGrad, a.stage);
-        break;
-      }
-      case Op::kRecompute:
-        ++of(a.stage).graphs;
-        observe(HeldCounts::kForward, a.stage);
-        break;
-      case Op::kBackwardInput:
-        observe(HeldCounts::kBackward, a.stage);
-        break;
-      case Op::kBackward:
-      case Op::kBackwardWeight: {
-        observe(HeldCounts::kBackward, a.stage);
-        HeldCounts& c = of(a.stage);
-        --c.inputs;
-        --c.graphs;
-        break;
-      }
-      default:
-        break;
-    }
-    receive(cursor_.finish(), +1);
-    observe(HeldCounts::kIdle, -1);
-  }
-
   const Liveness& lv_;
-  LivenessCursor cursor_;
   std::vector<HeldSet>& per_stage_;
   DeviceHeldSet* joint_;
   std::vector<int> stages_;    // the device's stages, ascending
@@ -353,7 +319,8 @@ const StageMemory::Walked& StageMemory::walk(int K) const {
   const int devices = shape.devices_per_replica;
   if (v > 1) w.devices.resize(static_cast<size_t>(devices));
   for (int d = 0; d < devices; ++d) {
-    CountWalk(lv, d, w.stages, v > 1 ? &w.devices[static_cast<size_t>(d)] : nullptr).run();
+    CountTally tally(lv, d, w.stages, v > 1 ? &w.devices[static_cast<size_t>(d)] : nullptr);
+    walk_device(lv, d, tally);
     w.device_stages.push_back(shape.stages_on(d));
   }
   for (const HeldSet& h : w.stages) w.any.merge(h);

@@ -7,10 +7,10 @@
 // working memory. For a stage alone on its device the counts in that sum — how many inputs, graphs,
 // stashed versions and received tensors are alive, and which pass runs — depend on the schedule,
 // M, the checkpoint mode, the stage's position k and the pipeline length K, never on the stage's
-// layers; only the byte factors do. So a schedule is walked once per pipeline length, with the
-// same LivenessCursor and in the same steps as memory.hpp's walk, and every point the walk
-// observes is kept as a vector of counts (the Pareto-maximal ones: all factors are non-negative,
-// so a dominated point can never be the peak). A candidate stage's peak is then
+// layers; only the byte factors do. So a schedule is walked once per pipeline length, by
+// memory.hpp's walk itself counting instead of adding bytes, and every point the walk observes is
+// kept as a vector of counts (the Pareto-maximal ones: all factors are non-negative, so a
+// dominated point can never be the peak). A candidate stage's peak is then
 //
 //   static + max over kept points of (inputs * input + graphs * saved + stashed * parameters
 //            + received activations * in-edge bytes + received gradients * out-edge bytes
@@ -31,8 +31,8 @@
 // peaks. device_bytes() prices the device's stages together at each point: walk_memory()'s device
 // peak exactly (tests/plan_virtual_stages_test.cpp).
 //
-// The walk's steps are mirrored here rather than shared because core/memory.cpp adds bytes as it
-// walks; the equality test pins the two together.
+// The walk is memory.hpp's own (core/memory_walk.hpp, templated over what it counts): here it
+// counts, there it adds bytes; the equality test checks that the prices agree.
 //
 // Thread-safety: bytes() and held() may be called concurrently; the walk of a pipeline length
 // is made once, under a mutex, on first use.
@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "core/cost_model.hpp"
+#include "core/memory_walk.hpp"
 #include "core/schedule/schedule.hpp"
 
 namespace pipetwin {
@@ -65,7 +66,8 @@ struct StageBytes {
 
 // What one observation point of the walk holds.
 struct HeldCounts {
-  enum Pass : uint8_t { kIdle, kForward, kForwardNoGrad, kBackward };
+  using Pass = WalkPass;
+  using enum WalkPass;
   int32_t inputs = 0, graphs = 0, stashed = 0, received_in = 0, received_out = 0;
   Pass pass = kIdle;                        // the pass running (its working memory counts)
   bool covers(const HeldCounts& o) const;   // at least o's bytes for any factors

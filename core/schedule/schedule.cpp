@@ -187,9 +187,7 @@ Action action_from_json(const JsonView& j) {
 }  // namespace
 
 Json schedule_to_json(const Schedule& s) {
-  Json doc;
-  doc["format"] = "pipetwin.schedule";
-  doc["version"] = 1;
+  Json doc = json_document("pipetwin.schedule", 1);
   doc["kind"] = s.kind;
   const auto& sh = s.shape;
   Json shape;

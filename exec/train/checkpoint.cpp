@@ -233,9 +233,7 @@ void restore_stage(const StageState& state, StageRuntime& rt, const models::Laye
 
 ManifestFile write_rank_file(const std::string& dir, const RankState& state) {
   std::vector<at::Tensor> tensors;
-  Json h;
-  h["format"] = kRankFormat;
-  h["version"] = kCheckpointVersion;
+  Json h = json_document(kRankFormat, kCheckpointVersion);
   h["rank"] = state.rank;
   h["world"] = state.world;
   h["step"] = state.step;
@@ -267,9 +265,7 @@ ManifestFile write_rank_file(const std::string& dir, const RankState& state) {
 }
 
 void write_manifest(const std::string& dir, const Manifest& m) {
-  Json j;
-  j["format"] = kManifestFormat;
-  j["version"] = kCheckpointVersion;
+  Json j = json_document(kManifestFormat, kCheckpointVersion);
   j["step"] = m.step;
   j["world"] = m.world;
   j["plan"] = m.plan;

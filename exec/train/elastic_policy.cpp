@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "core/elastic/autodp.hpp"
 #include "core/elastic/autopipe.hpp"
 #include "core/elastic/decision.hpp"
 #include "core/error.hpp"
@@ -27,13 +26,15 @@ void ElasticOptions::validate() const {
   }
 }
 
-ElasticPolicy::ElasticPolicy(const Plan& initial, ElasticOptions options)
-    : initial_(initial),
-      options_(options),
-      tl_(TransformerLayers::from_profile(initial.profile)),
-      sizes_(layer_sizes(initial.profile)),
-      accumulator_(tl_.layers()) {
-  options_.validate();
+namespace {
+
+ElasticOptions validated(const ElasticOptions& o) {
+  o.validate();
+  return o;
+}
+
+// The initial plan's pipeline length, once the plan is one the policy can re-plan.
+int elastic_length(const Plan& initial) {
   const int K = initial.num_stages();
   if (initial.devices_per_replica() != K) {
     throw InputError(fmt::format(
@@ -45,18 +46,26 @@ ElasticPolicy::ElasticPolicy(const Plan& initial, ElasticOptions options)
     throw InputError(fmt::format("--elastic: plan batch_size {} does not split over dp {}",
                                  initial.batch_size, initial.dp));
   }
-  K_ = K;
-  devices_ = K * initial.dp;
-  batch_ = initial.batch_size / initial.dp;
-  initial_memory_ = layout_pipeline(m_partition(sizes_, 0), K, options_.lambda_frozen).memory();
+  return K;
 }
+
+}  // namespace
+
+ElasticPolicy::ElasticPolicy(const Plan& initial, ElasticOptions options)
+    : initial_(initial),
+      options_(validated(options)),
+      autopipe_(initial.profile, elastic_length(initial), options_.lambda_frozen),
+      devices_(autopipe_.layout().K * initial.dp),
+      batch_(initial.batch_size / initial.dp),
+      accumulator_(layers()) {}
 
 std::vector<double> ElasticPolicy::transformer_norms(
     const std::vector<double>& squared_by_layer) const {
+  const TransformerLayers& tl = transformer_layers();
   std::vector<double> out;
-  for (int i = 0; i < tl_.layers(); ++i) {
+  for (int i = 0; i < tl.layers(); ++i) {
     double sq = 0;
-    for (int l = tl_.first(i); l < tl_.first(i + 1); ++l) sq += squared_by_layer.at(l);
+    for (int l = tl.first(i); l < tl.first(i + 1); ++l) sq += squared_by_layer.at(l);
     out.push_back(std::sqrt(sq));
   }
   return out;
@@ -76,7 +85,7 @@ int ElasticPolicy::freeze_step() {
   // Equation 1, as FreezePolicy::freeze_step applies it (freeze_policy.hpp), on state that a
   // checkpoint can hold.
   const int argmin = options_.gradient_norms ? argmin_count(accumulator_.mean(), frozen_) : -1;
-  real_ = equation1(real_, tl_.layers(), options_.alpha, argmin);
+  real_ = equation1(real_, layers(), options_.alpha, argmin);
   frozen_ = std::max(frozen_, static_cast<int>(std::floor(real_ + 1e-9)));
   accumulator_.reset();
   pending_.clear();
@@ -85,14 +94,13 @@ int ElasticPolicy::freeze_step() {
 }
 
 Transition ElasticPolicy::transition(int frozen) {
-  if (frozen < 0 || frozen > tl_.layers()) {
+  if (frozen < 0 || frozen > layers()) {
     throw InputError(fmt::format("elastic transition: frozen layers must be in 0..{} ({} given)",
-                                 tl_.layers(), frozen));
+                                 layers(), frozen));
   }
-  // Algorithm 1 lines 25-33: m_partition, then K -> K/2 while Equation 2 holds.
-  const SubLayers sub = m_partition(sizes_, tl_.frozen_profile_layers(frozen));
-  K_ = compressed_length(sub, K_, initial_memory_, options_.lambda_frozen);
-  return Transition{plan_for(frozen, K_), frozen, frozen > 0 && cache_pays_off(frozen)};
+  // Algorithm 1 lines 25-33: re-partition, then K -> K/2 while Equation 2 holds.
+  return Transition{plan_of(autopipe_.on_freeze(frozen)), frozen,
+                    frozen > 0 && cache_pays_off(frozen)};
 }
 
 Transition ElasticPolicy::fewer_devices(int devices) {
@@ -101,8 +109,10 @@ Transition ElasticPolicy::fewer_devices(int devices) {
         fmt::format("elastic: the job can only lose devices ({} -> {})", devices_, devices));
   }
   devices_ = devices;
-  while (devices_ % K_ != 0) --K_;
-  return Transition{plan_for(frozen_, K_), frozen_, frozen_ > 0 && cache_pays_off(frozen_)};
+  int length = K();
+  while (devices_ % length != 0) --length;
+  return Transition{plan_of(autopipe_.restore(frozen_, length)), frozen_,
+                    frozen_ > 0 && cache_pays_off(frozen_)};
 }
 
 void ElasticPolicy::configure_cache(long samples, CacheConfig config, CacheCosts costs) {
@@ -118,16 +128,19 @@ bool ElasticPolicy::cache_pays_off(int frozen) const {
   in.config = cache_config_;
   in.costs = cache_costs_;
   in.batch = batch_;
-  return elastic::cache_on(initial_, tl_.frozen_profile_layers(frozen), in);
+  return elastic::cache_on(initial_, transformer_layers().frozen_profile_layers(frozen), in);
 }
 
 Plan ElasticPolicy::plan_for(int frozen, int K) const {
+  return plan_of(autopipe_.layout_for(frozen, K));
+}
+
+Plan ElasticPolicy::plan_of(const PipelineLayout& layout) const {
   PipelineState s;
-  s.frozen_profile = tl_.frozen_profile_layers(frozen);
-  s.K = K;
-  s.dp = devices_ / K;  // AutoDP: every device of the job drives a stage
-  s.stages =
-      layout_pipeline(m_partition(sizes_, s.frozen_profile), K, options_.lambda_frozen).stages;
+  s.frozen_profile = layout.frozen_profile_layers;
+  s.K = layout.K;
+  s.dp = devices_ / layout.K;  // AutoDP: every device of the job drives a stage
+  s.stages = layout.stages;
   Plan p = state_plan(initial_, s, batch_, options_.lambda_frozen);
   p.chunks = choose_chunks(p);
   return p;
@@ -150,15 +163,15 @@ Json ElasticPolicy::state() const {
   return {{"T", T_},
           {"real_frozen", real_},
           {"frozen_layers", frozen_},
-          {"K", K_},
-          {"layers", tl_.layers()},
+          {"K", K()},
+          {"layers", layers()},
           {"alpha", options_.alpha},
           {"pending_norms", std::move(pending)}};
 }
 
 void ElasticPolicy::restore(const JsonView& v) {
-  if (v.int32("layers") != tl_.layers()) {
-    v.at("layers").fail(fmt::format("the plan's model has {} layers", tl_.layers()));
+  if (v.int32("layers") != layers()) {
+    v.at("layers").fail(fmt::format("the plan's model has {} layers", layers()));
   }
   if (v.number("alpha") != options_.alpha) {
     v.at("alpha").fail(
@@ -167,10 +180,15 @@ void ElasticPolicy::restore(const JsonView& v) {
   T_ = v.int32("T");
   real_ = v.number("real_frozen");
   frozen_ = v.int32("frozen_layers");
-  K_ = v.int32("K");
-  if (K_ < 1 || K_ > devices_ || frozen_ < 0 || frozen_ > tl_.layers()) {
-    v.fail(fmt::format("K {} and frozen layers {} do not fit {} devices and {} layers", K_, frozen_,
-                       devices_, tl_.layers()));
+  const int length = v.int32("K");
+  if (length < 1 || length > devices_ || frozen_ < 0 || frozen_ > layers()) {
+    v.fail(fmt::format("K {} and frozen layers {} do not fit {} devices and {} layers", length,
+                       frozen_, devices_, layers()));
+  }
+  try {
+    autopipe_.restore(frozen_, length);
+  } catch (const InputError& e) {
+    v.fail(e.what());
   }
   accumulator_.reset();
   pending_.clear();

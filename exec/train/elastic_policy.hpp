@@ -10,13 +10,14 @@
 //      trainer measures the norms in the stage runtimes (the gradient each optimizer step
 //      applies, after the all-reduce) and sums them over the ranks, so every rank decides the
 //      same; a layer's norm is the root of the summed squares of its sub-layers' norms.
-//   2. AutoPipe, Algorithm 1: the frozen layers (and the embedding below them,
+//   2. AutoPipe, Algorithm 1 (elastic::AutoPipe, core/elastic/autopipe.hpp, which the policy
+//      owns and notifies, as the replay does): the frozen layers (and the embedding below them,
 //      transformer_layers.hpp) become F_frozen on the first device of the pipeline; the active
 //      attention and MLP sub-layers are balanced by parameter size with F_frozen weighing
-//      lambda_frozen (m_partition, load_balance); K is halved while Equation 2 holds against the
-//      memory of the T = 0 partition (compressed_length); "Pipe(F_pipe, chunks =
-//      get_optimal_chunks(K))": M from [K, 6K] (dividing the per-replica batch) with the shortest
-//      iteration the simulator predicts for the plan's profile and cluster.
+//      lambda_frozen; K is halved while Equation 2 holds against the memory of the T = 0
+//      partition; a freeze that would leave no active layer is refused (InputError); "Pipe(F_pipe,
+//      chunks = get_optimal_chunks(K))": M from [K, 6K] (dividing the per-replica batch) with the
+//      shortest iteration the simulator predicts for the plan's profile and cluster.
 //   3. AutoDP: dp = devices / K pipeline replicas, each with the per-replica batch of the start
 //      (PipeTransformer keeps the per-pipeline batch), replica j on devices j K .. j K + K - 1 as
 //      in Figure 7.
@@ -41,7 +42,8 @@
 //  - With `gradient_norms` off, Equation 1's bound alone decides (Equation 3): a what-if knob,
 //    and a deterministic schedule for tests.
 //  - The policy's state (T, the real L_frozen, K, the norms since the last freeze step) goes
-//    into checkpoints, so a resumed run freezes at the same steps as an uninterrupted one.
+//    into checkpoints, so a resumed run freezes at the same steps as an uninterrupted one;
+//    AutoPipe resumes from the checkpoint's frozen count and K (AutoPipe::restore).
 //
 // Thread-safety: not thread-safe; the trainer's thread owns it.
 #pragma once
@@ -52,6 +54,7 @@
 #include <vector>
 
 #include "core/elastic/autocache.hpp"
+#include "core/elastic/autopipe.hpp"
 #include "core/elastic/freeze_policy.hpp"
 #include "core/elastic/transformer_layers.hpp"
 #include "core/json_io.hpp"
@@ -87,8 +90,10 @@ class ElasticPolicy {
   ElasticPolicy(const Plan& initial, ElasticOptions options);
 
   const ElasticOptions& options() const { return options_; }
-  int layers() const { return tl_.layers(); }  // L
-  const elastic::TransformerLayers& transformer_layers() const { return tl_; }
+  int layers() const { return transformer_layers().layers(); }  // L
+  const elastic::TransformerLayers& transformer_layers() const {
+    return autopipe_.transformer_layers();
+  }
   int devices() const { return devices_; }
   int batch_per_replica() const { return batch_; }
 
@@ -103,6 +108,8 @@ class ElasticPolicy {
   // count (never smaller than before).
   int freeze_step();
   // AutoPipe and AutoDP for `frozen` transformer layers from the current K (compressing it).
+  // InputError when `frozen` is outside 0..L or leaves no layer active (AutoPipe's guard); the
+  // policy's pipeline is then unchanged.
   Transition transition(int frozen);
   // The plan of a state: `frozen` transformer layers, pipeline length K (no compression).
   Plan plan_for(int frozen, int K) const;
@@ -121,29 +128,28 @@ class ElasticPolicy {
 
   int T() const { return T_; }
   int frozen_layers() const { return frozen_; }
-  int K() const { return K_; }
-  double initial_memory() const { return initial_memory_; }
+  int K() const { return autopipe_.layout().K; }
+  double initial_memory() const { return autopipe_.initial_memory(); }
 
   // Checkpointable state, and its inverse (InputError naming `origin` and the field).
   Json state() const;
   void restore(const JsonView& v);
 
  private:
+  // The plan of an AutoPipe layout on the job's devices (AutoDP: dp = devices / K).
+  Plan plan_of(const elastic::PipelineLayout& layout) const;
   int choose_chunks(const Plan& base) const;
 
   Plan initial_;
   ElasticOptions options_;
-  elastic::TransformerLayers tl_;
-  std::vector<double> sizes_;  // m_size of every profile layer (millions of parameters)
-  double initial_memory_ = 0;  // M_GPU(0), Equation 2
-  int devices_ = 1;            // devices of the job (initial K x dp)
-  int batch_ = 1;              // samples per pipeline replica per step
+  elastic::AutoPipe autopipe_;  // the partition, K and M_GPU(0) (Equation 2)
+  int devices_ = 1;             // devices of the job (initial K x dp)
+  int batch_ = 1;               // samples per pipeline replica per step
   elastic::GradNormAccumulator accumulator_;
   std::vector<std::vector<double>> pending_;  // the norms observed since the last freeze step
   double real_ = 0;                           // L_frozen(T) on reals
   int frozen_ = 0;
   int T_ = 0;
-  int K_ = 1;
   long cache_samples_ = 0;  // 0: the samples are unknown (no spill share)
   elastic::CacheConfig cache_config_;
   elastic::CacheCosts cache_costs_;

@@ -281,8 +281,7 @@ void Trainer::write_outputs() const {
       e.samples = r.samples;
       e.compute_s = r.train_s;
       e.transition_s = r.transition_s;
-      e.time_s = r.train_s + r.transition_s;
-      e.throughput_samples_per_s = e.time_s > 0 ? static_cast<double>(r.samples) / e.time_s : 0;
+      elastic::complete_epoch_row(e);
       e.loss = r.eval_loss;
       e.accuracy = r.eval_accuracy;
       e.cache = r.cache;

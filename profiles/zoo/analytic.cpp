@@ -124,9 +124,7 @@ Efficiency efficiency_from_json(const JsonView& doc) {
 }
 
 Json efficiency_to_json(const Efficiency& e) {
-  Json doc;
-  doc["format"] = kFormat;
-  doc["version"] = kVersion;
+  Json doc = json_document(kFormat, kVersion);
   if (!e.device.empty()) doc["device"] = e.device;
   if (!e.dtype.empty()) doc["dtype"] = e.dtype;
   Json compute = Json::object();
