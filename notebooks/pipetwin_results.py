@@ -1,7 +1,11 @@
-"""Loading pipetwin's outputs for the notebooks (pandas and the standard library only).
+"""What the notebooks share: the pipetwin module, and loading pipetwin's outputs written earlier.
 
-The results folder is $PIPETWIN_RESULTS, or ../results relative to the notebook. The formats are
-the ones the tools write (docs/design.md "Formats"):
+The notebooks compute with the Python API (`import pipetwin`, python/bindings/): import_pipetwin()
+finds it where `PYTHONPATH=<build>/python` puts it, else in $PIPETWIN_BUILD/python or the
+repository's build/python (scripts/build.sh). Results written earlier by the CLI or the API (a
+sweep of a cluster job, measured timelines of `pipetwin run`) are read from the results folder,
+$PIPETWIN_RESULTS, or ../results relative to the notebook. The formats are the ones the tools
+write (docs/design.md "Formats"):
 
 - timelines: Chrome trace JSON from `pipetwin simulate --timeline` / `pipetwin run --timeline`,
   "otherData": {"format": "pipetwin.timeline", "source": "simulated" | "measured"}; one "X"
@@ -25,8 +29,10 @@ role word (.predicted/.prediction/.simulated/.sim or .measured/.measurement/.run
 role word the file's own "source" decides.
 """
 
+import importlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -36,10 +42,29 @@ MEASURED_WORDS = ("measured", "measurement", "run", "real")
 TYPE_WORDS = ("timeline", "trace", "metrics", "plan")
 
 
-def results_dir():
-    """The results folder: $PIPETWIN_RESULTS or ../results; a clear error when missing."""
+def import_pipetwin():
+    """The pipetwin module: as Python finds it (PYTHONPATH=<build>/python), else from
+    $PIPETWIN_BUILD/python or the repository's build/python; a clear error when it is not built."""
+    try:
+        return importlib.import_module("pipetwin")
+    except ImportError:
+        pass
+    repo = Path(__file__).resolve().parent.parent
+    for build in (os.environ.get("PIPETWIN_BUILD"), repo / "build"):
+        if build and (Path(build) / "python" / "pipetwin" / "__init__.py").is_file():
+            sys.path.insert(0, str(Path(build) / "python"))
+            return importlib.import_module("pipetwin")
+    raise ImportError("the pipetwin module is not built: run scripts/build.sh (it needs Debian's "
+                      "pybind11-dev) and set PYTHONPATH=<build>/python or PIPETWIN_BUILD=<build>")
+
+
+def results_dir(required=True):
+    """The results folder: $PIPETWIN_RESULTS or ../results. Missing, a clear error, or None when
+    not `required` (the notebooks then show only what they compute)."""
     path = Path(os.environ.get("PIPETWIN_RESULTS", "../results")).resolve()
     if not path.is_dir():
+        if not required:
+            return None
         raise FileNotFoundError(
             f"results folder {path} does not exist: set PIPETWIN_RESULTS to the folder your "
             "pipetwin runs wrote (e.g. results/)")

@@ -2,7 +2,8 @@
 # Installs every Debian 12 package pipetwin needs to build, test and run.
 # Idempotent: packages already present are skipped; `apt-get update` runs once.
 # Usage (as root): scripts/bootstrap.sh [--minimal]
-#   --minimal  only what the build without LibTorch needs (no LibTorch, no notebooks, no browser)
+#   --minimal  only what the build without LibTorch needs (no LibTorch, no notebooks, no Python
+#              module (pybind11-dev, python3-dev) or its tests (python3-pytest), no browser)
 set -euo pipefail
 
 CORE_PKGS=(
@@ -14,6 +15,7 @@ FULL_PKGS=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3-sklearn python3-torch
   jupyter-nbconvert python3-ipykernel python3-matplotlib python3-pandas
+  pybind11-dev python3-dev python3-pytest
   chromium
   clang libclang-rt-14-dev
 )

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The notebooks: executes every notebooks/*.ipynb headless with
-# `jupyter nbconvert --execute` against the small results folder tests/data/notebook_results/
-# (files written by the pipetwin CLI), and checks each one ran without an error and drew at least
+# `jupyter nbconvert --execute` — they compute with the Python API (`import pipetwin`; ctest sets
+# PYTHONPATH=<build>/python) and read the small results folder tests/data/notebook_results/
+# (files written by the pipetwin CLI) — and checks each one ran without an error and drew at least
 # one figure — a notebook that finds nothing to plot fails.
-# Usage: notebooks_test.sh SOURCE_DIR. Exit 77 (skipped) without jupyter, pandas or matplotlib.
+# Usage: notebooks_test.sh SOURCE_DIR. Exit 77 (skipped) without jupyter, pandas or matplotlib,
+# or without the pipetwin module (a build without pybind11).
 set -u
 src=$1
 if ! command -v jupyter >/dev/null 2>&1 || ! jupyter nbconvert --version >/dev/null 2>&1; then
@@ -15,6 +17,11 @@ py=$(head -1 "$(command -v jupyter)" | sed -n 's|^#! *||p')
 py=${py:-python3}
 if ! $py -c "import pandas, matplotlib, ipykernel" >/dev/null 2>&1; then
   echo "SKIP: the Jupyter kernel's Python ($py) lacks pandas, matplotlib or ipykernel"
+  exit 77
+fi
+if ! (cd "$src/notebooks" && $py -c "import pipetwin_results; pipetwin_results.import_pipetwin()") \
+  >/dev/null 2>&1; then
+  echo "SKIP: the pipetwin Python module is not built (scripts/build.sh, with Debian's pybind11-dev)"
   exit 77
 fi
 tmp=$(mktemp -d)
