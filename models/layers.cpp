@@ -10,30 +10,6 @@
 
 namespace pipetwin::models {
 
-namespace {
-
-// The calling thread's dropout key (layers.hpp "Dropout").
-struct DropoutState {
-  bool scoped = false;
-  uint64_t key = 0;
-  uint64_t unscoped_calls = 0;
-};
-thread_local DropoutState t_dropout;
-
-// Two's-complement reinterpretation, for constants that feed int64 tensor arithmetic.
-int64_t as_signed(uint64_t x) {
-  return static_cast<int64_t>(x);
-}
-
-}  // namespace
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // ---- ParamFactory ---------------------------------------------------------------------------
 
 ParamFactory::ParamFactory(torch::Dtype dtype, uint64_t seed)
@@ -53,42 +29,6 @@ torch::Tensor ParamFactory::zeros(at::IntArrayRef shape) const {
 }
 torch::Tensor ParamFactory::ones(at::IntArrayRef shape) const {
   return at::ones(shape, options_);
-}
-
-// ---- dropout --------------------------------------------------------------------------------
-
-DropoutKey::DropoutKey(uint64_t key) : saved_scoped_(t_dropout.scoped), saved_key_(t_dropout.key) {
-  t_dropout.scoped = true;
-  t_dropout.key = key;
-}
-
-DropoutKey::~DropoutKey() {
-  t_dropout.scoped = saved_scoped_;
-  t_dropout.key = saved_key_;
-}
-
-uint64_t micro_batch_dropout_key(uint64_t seed, int replica, int micro_batch) {
-  const uint64_t who = (static_cast<uint64_t>(static_cast<uint32_t>(replica)) << 32) |
-                       static_cast<uint32_t>(micro_batch);
-  return mix64(mix64(seed) ^ mix64(who));
-}
-
-torch::Tensor keyed_dropout(const torch::Tensor& x, double p, uint64_t site, bool training) {
-  if (!training || p == 0) return x;
-  const uint64_t key =
-      t_dropout.scoped ? t_dropout.key : mix64(0x5EEDull ^ mix64(t_dropout.unscoped_calls++));
-  const uint64_t base = mix64(key ^ mix64(site + 1));
-  // A SplitMix64-style hash of (base + index), evaluated elementwise in int64 (wrapping).
-  // Shifts are arithmetic on int64 tensors; that changes the hash, not its determinism.
-  auto z = at::arange(x.numel(), x.options().dtype(at::kLong)).view(x.sizes());
-  z = z * as_signed(0x9E3779B97F4A7C15ull) + as_signed(base);
-  z = at::bitwise_xor(z, at::bitwise_right_shift(z, 30)) * as_signed(0xBF58476D1CE4E5B9ull);
-  z = at::bitwise_xor(z, at::bitwise_right_shift(z, 27)) * as_signed(0x94D049BB133111EBull);
-  z = at::bitwise_xor(z, at::bitwise_right_shift(z, 31));
-  const auto bits = at::bitwise_and(at::bitwise_right_shift(z, 8), (1 << 24) - 1);
-  const auto threshold = static_cast<int64_t>(std::llround(p * (1 << 24)));
-  const auto keep = at::ge(bits, threshold).to(x.scalar_type());
-  return x * keep * (1.0 / (1.0 - p));
 }
 
 // ---- linear, norms, convolution -------------------------------------------------------------
@@ -169,7 +109,12 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& qkv) {
   const bool prob_dropout = is_training() && style_.dropout > 0;
   torch::Tensor out;
   if (kHasFusedAttention && !prob_dropout) {
-    out = fused_attention(q, k, v, style_.causal);
+    out = fused_attention(q, k, v, 0.0, style_.causal);
+  } else if (kHasFusedAttention && !qkv.device().is_cpu()) {
+    // The kernel's own dropout, from the device generator seeded for the probabilities' site.
+    out = with_site_generator(qkv.device(), prob_dropout_->site(), [&] {
+      return fused_attention(q, k, v, style_.dropout, style_.causal);
+    });
   } else {
     auto scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
     if (style_.causal) {

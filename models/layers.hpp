@@ -1,37 +1,28 @@
 // Building blocks of the models in models/: parameter creation, linear / norm / conv modules,
-// keyed dropout, and the two Transformer sub-layers (attention, MLP) that ViT, BERT and GPT-2
-// share. Every linear layer of models/ is a LinearImpl, whose forward is models::linear: a split
-// backward can defer its weight half (split_linear.hpp).
+// keyed dropout's module (dropout.hpp), and the two Transformer sub-layers (attention, MLP) that
+// ViT, BERT and GPT-2 share. Every linear layer of models/ is a LinearImpl, whose forward is
+// models::linear: a split backward can defer its weight half (split_linear.hpp).
 //
 // Parameters. A ParamFactory creates every parameter of a model from one local at::Generator, in
 // build order, so a model is a pure function of (name, dtype, seed) and the global generator is
 // never touched (zoo.hpp). Modules get their parameters from the factory (or as ready tensors) when
 // they are constructed, so nothing is initialised twice.
 //
-// Dropout. LibTorch's dropout draws from the global generator, which all threads share, so a
-// pipeline's masks would depend on thread timing and a recomputed forward (checkpointing) would
-// not see the forward's mask. pipetwin's dropout instead derives its mask from a counter-based
-// hash of (key, site, element index), computed with tensor ops on the tensor's own device:
-//   - site: a number fixed at build time, one per dropout in the model (ParamFactory::next_site);
-//   - key: set by the caller for the current thread with a DropoutKey scope. An executor opens
-//     `DropoutKey k(hash(iteration, micro_batch))` around a micro-batch's forward and opens the
-//     same key again around its recompute, and gets the same masks; since masks depend on the
-//     site, not on which stage runs the layer, any partition sees the masks a single process
-//     running the same micro-batches under the same keys sees.
-// Outside any DropoutKey scope the key is drawn from a per-thread counter (fresh masks on every
-// call, deterministic per thread, not reproducible across partitions). With p = 0, or in eval
-// mode, dropout is the identity and a layer's forward is a pure function of input and weights.
-// Each site is used once per forward; reusing a module twice in one forward would repeat a mask.
+// Dropout: keyed dropout (dropout.hpp), one site per dropout module, numbered in build order.
 //
 // Transformer sub-layers (PipeTransformer Algorithm 1 line 7 treats them as separate layers):
 //   pre-norm  (ViT, GPT-2):  x + Dropout(Attn(LN(x)))     x + Dropout(MLP(LN(x)))
 //   post-norm (BERT):        LN(x + Dropout(Attn(x)))     LN(x + Dropout(MLP(x)))
 // Attention has a fused q/k/v projection (same parameter count as separate ones) and an output
-// projection; GPT-2 masks it causally. The MLP is Linear(d, mlp) - GELU - Linear(mlp, d), GELU
-// exact (ViT, BERT) or tanh-approximated (GPT-2).
+// projection; GPT-2 masks it causally. Where LibTorch has a fused attention kernel (2.x,
+// torch_compat.hpp) it runs there, its internal dropout on the attention probabilities drawn as
+// keyed dropout's GPU masks are (dropout.hpp's with_site_generator, the probabilities' site); on
+// LibTorch 1.13, and on a CPU while attention dropout is active, it is the textbook
+// softmax(Q K^T / sqrt(d)) V with keyed dropout on the probabilities. The MLP is Linear(d, mlp) -
+// GELU - Linear(mlp, d), GELU exact (ViT, BERT) or tanh-approximated (GPT-2).
 //
 // Thread-safety: modules follow LayeredModel's rule (layered_model.hpp); a ParamFactory belongs
-// to one thread; DropoutKey scopes are per thread.
+// to one thread; dropout follows dropout.hpp's rule.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +32,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "models/dropout.hpp"
 #include "models/layered_model.hpp"
 #include "models/split_linear.hpp"
 
@@ -61,45 +53,6 @@ class ParamFactory {
   torch::TensorOptions options_;
   at::Generator generator_;
   uint64_t next_site_ = 0;
-};
-
-// 64-bit mixing function (SplitMix64's finaliser); used for keys and seeds.
-uint64_t mix64(uint64_t x);
-
-// ---- dropout -------------------------------------------------------------------------------
-
-// Sets the calling thread's dropout key until destroyed (scopes nest).
-class DropoutKey {
- public:
-  explicit DropoutKey(uint64_t key);
-  ~DropoutKey();
-  DropoutKey(const DropoutKey&) = delete;
-  DropoutKey& operator=(const DropoutKey&) = delete;
-
- private:
-  bool saved_scoped_;
-  uint64_t saved_key_;
-};
-
-// The key of one micro-batch of one data-parallel replica in a run seeded with `seed`: what the
-// executor's stages and the reference trainer open around its forward and its recompute.
-uint64_t micro_batch_dropout_key(uint64_t seed, int replica, int micro_batch);
-
-// Zeroes each element with probability p (mask from (key, site, index)) and scales the rest by
-// 1 / (1 - p); the identity when !training or p == 0.
-torch::Tensor keyed_dropout(const torch::Tensor& x, double p, uint64_t site, bool training);
-
-class DropoutImpl : public torch::nn::Module {
- public:
-  DropoutImpl(double p, uint64_t site) : p_(p), site_(site) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return keyed_dropout(x, p_, site_, is_training());
-  }
-  double p() const { return p_; }
-
- private:
-  double p_;
-  uint64_t site_;
 };
 
 // ---- linear, norms, convolution ------------------------------------------------------------

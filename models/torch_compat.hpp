@@ -2,7 +2,7 @@
 // exec/ alike).
 //
 // Debian 12 ships LibTorch 1.13; the GPU machines use a PyTorch 2.x wheel. Everything else uses
-// the stable C++ API that both provide. Four differences:
+// the stable C++ API that both provide. Five differences:
 //
 // Allocator (exec/platform/memory_tracker.cpp): c10::Allocator::allocate lost its const qualifier
 // in 2.3, and copy_data became pure virtual.
@@ -10,8 +10,14 @@
 // Attention (models/layers.cpp): LibTorch 2.x has a fused scaled_dot_product_attention (flash /
 // memory-efficient kernels on GPU) that 1.13 lacks. kHasFusedAttention says whether
 // fused_attention() may be called; models/layers.cpp otherwise computes the textbook softmax(Q K^T
-// / sqrt(d)) V, and always does so while attention dropout is active (the fused kernel would draw
-// its mask from the global generator, which layers.hpp "Dropout" forbids).
+// / sqrt(d)) V. With dropout the kernel draws its mask from the device's default generator, which
+// layers.cpp seeds per micro-batch and site around the call (models/dropout.hpp).
+//
+// Optimizers (exec/runtime/optimizer.cpp): 1.13 has the multi-tensor _foreach_* operations that
+// torch.optim's foreach path uses; 2.4 and later also have the fused single-kernel updates
+// _fused_sgd_ and _fused_adam_ (torch.optim's fused=True), for GPU tensors. kHasFusedOptimizers
+// says whether fused_sgd() and fused_adam() may be called (a build may turn them off with
+// -DPIPETWIN_NO_FUSED_OPTIMIZERS).
 //
 // c10d (exec/platform/distributed.hpp): in 1.13 ProcessGroupGloo derives from c10d::ProcessGroup;
 // from 2.0 it derives from c10d::Backend, and ProcessGroup became a front that dispatches to one
@@ -58,14 +64,54 @@ inline constexpr bool kHasFusedAttention = true;
 inline constexpr bool kHasFusedAttention = false;
 #endif
 
-// softmax(q k^T / sqrt(head_dim)) v without dropout; q, k, v are [batch, heads, seq, head_dim].
+// softmax(q k^T / sqrt(head_dim)) v with dropout p on the probabilities (drawn from the default
+// generator of q's device); q, k, v are [batch, heads, seq, head_dim].
 inline at::Tensor fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  bool causal) {
+                                  double dropout_p, bool causal) {
 #if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal);
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout_p, causal);
 #else
-  (void)q, (void)k, (void)v, (void)causal;
+  (void)q, (void)k, (void)v, (void)dropout_p, (void)causal;
   TORCH_CHECK(false, "fused attention needs LibTorch 2.x (built against ", TORCH_VERSION, ")");
+#endif
+}
+
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && \
+    !defined(PIPETWIN_NO_FUSED_OPTIMIZERS)
+inline constexpr bool kHasFusedOptimizers = true;
+#else
+inline constexpr bool kHasFusedOptimizers = false;
+#endif
+
+// torch.optim.SGD(fused=True)'s update of `params` in place (dampening 0, no Nesterov): the
+// gradient plus weight_decay * param into the momentum buffer (set to it on `first_step`), then
+// param -= lr * buffer. `bufs` empty without momentum.
+inline void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList bufs,
+                      double weight_decay, double momentum, double lr, bool first_step) {
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && \
+    !defined(PIPETWIN_NO_FUSED_OPTIMIZERS)
+  at::_fused_sgd_(params, grads, bufs, weight_decay, momentum, lr, /*dampening=*/0.0,
+                  /*nesterov=*/false, /*maximize=*/false, first_step);
+#else
+  (void)params, (void)grads, (void)bufs, (void)weight_decay, (void)momentum, (void)lr,
+      (void)first_step;
+  TORCH_CHECK(false, "fused SGD needs LibTorch 2.4 or later (built against ", TORCH_VERSION, ")");
+#endif
+}
+
+// torch.optim.Adam(fused=True)'s update of `params` in place (no AMSGrad); `steps` holds the step
+// count (float32, on the parameters' device) per parameter, already counting this step.
+inline void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                       at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1,
+                       double beta2, double weight_decay, double eps) {
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)) && \
+    !defined(PIPETWIN_NO_FUSED_OPTIMIZERS)
+  at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                   beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1,
+      (void)beta2, (void)weight_decay, (void)eps;
+  TORCH_CHECK(false, "fused Adam needs LibTorch 2.4 or later (built against ", TORCH_VERSION, ")");
 #endif
 }
 

@@ -206,6 +206,29 @@ TEST(CudaFloat32, CloseToCpuTraining) {
             1e-4);
 }
 
+// Dropout on the GPU (models/dropout.hpp): the masks come from the GPU's Philox stream seeded per
+// (micro-batch, site), so two stream sets with checkpointed recompute, and a 1F1B pipeline, train
+// as one stage on the GPU does (their masks are the GPU's, not the CPU's: no CPU reference here).
+TEST(CudaDropout, PipelinesEqualOneStageOnTheGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA in this build or no GPU visible";
+  const std::string model = "vit:test,dropout=0.2";
+  exec::ExecOptions o = float64_options(3);
+  o.device = "cuda";
+  const auto run = [&](const std::string& schedule, int stages, Checkpoint ck) {
+    const ExecSpec s{
+        .model = model, .schedule = schedule, .stages = stages, .chunks = 4, .checkpoint = ck};
+    return testing::executor_parameters(exec::execute_plan(exec_plan(s), o), stages);
+  };
+  const auto one = run("gpipe", 1, Checkpoint::kNone);
+  EXPECT_LT(max_relative_error(run("gpipe", 2, Checkpoint::kAlways), one), 1e-9);
+  EXPECT_LT(max_relative_error(run("1f1b", 3, Checkpoint::kNone), one), 1e-9);
+  // Dropout is on: the same training without it ends elsewhere.
+  o.device = "cpu";
+  const auto plain = testing::executor_parameters(
+      exec::execute_plan(exec_plan(ExecSpec{.model = "vit:test", .stages = 1}), o), 1);
+  EXPECT_GT(max_relative_error(one, plain), 1e-6);
+}
+
 // Two processes sharing the one GPU (the one-GPU machine's case): Gloo between them, GPU tensors
 // staged through host memory (exec/platform/c10d_transport.cpp); the weights of single-process
 // training.

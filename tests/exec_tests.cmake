@@ -2,6 +2,8 @@
 # multi-process Gloo runs; training runs, checkpoints and injected faults.
 pipetwin_add_test(exec_tests
   exec_train_test.cpp
+  exec_dropout_test.cpp
+  exec_host_waits_test.cpp
   exec_memory_test.cpp
   exec_failure_test.cpp
   exec_distributed_test.cpp

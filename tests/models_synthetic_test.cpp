@@ -1,4 +1,4 @@
-// models/: the synthetic uniform model (timed spin layers, their gradient) and keyed dropout.
+// models/: the synthetic uniform model (timed spin layers, their gradient).
 #include <gtest/gtest.h>
 
 #include <torch/utils.h>
@@ -96,56 +96,6 @@ TEST(ModelsSynthetic, GradientMatchesFiniteDifferences) {
       EXPECT_NEAR(analytic.view(-1)[i].item<double>(), (up - down) / (2 * h), 1e-7) << i;
     }
   }
-}
-
-TEST(ModelsDropout, MasksFollowTheKeyNotTheGlobalGenerator) {
-  const auto x = at::ones({1000}, at::kDouble);
-  torch::Tensor a, b, c, other_site;
-  {
-    DropoutKey key(42);
-    a = keyed_dropout(x, 0.25, 3, true);
-    other_site = keyed_dropout(x, 0.25, 4, true);
-  }
-  torch::manual_seed(123);  // the global generator plays no part
-  {
-    DropoutKey key(42);
-    b = keyed_dropout(x, 0.25, 3, true);
-  }
-  {
-    DropoutKey key(43);
-    c = keyed_dropout(x, 0.25, 3, true);
-  }
-  EXPECT_TRUE(a.equal(b));
-  EXPECT_FALSE(a.equal(c));
-  EXPECT_FALSE(a.equal(other_site));
-  const double kept = (a > 0).sum().item<double>() / 1000.0;
-  EXPECT_NEAR(kept, 0.75, 0.05);
-  EXPECT_NEAR(a.max().item<double>(), 1.0 / 0.75, 1e-12);
-  EXPECT_TRUE(keyed_dropout(x, 0.25, 3, false).equal(x));
-  EXPECT_TRUE(keyed_dropout(x, 0.0, 3, true).equal(x));
-}
-
-TEST(ModelsDropout, ModelForwardIsReproducibleUnderAKey) {
-  auto m = build_model("bert:tiny,layers=1,seq=8,dropout=0.3", torch::kFloat64);
-  torch::NoGradGuard no_grad;
-  const auto x = m.synthetic_input(2, 0);
-  torch::Tensor a, b, c;
-  {
-    DropoutKey key(7);
-    a = m.forward(x);
-  }
-  {
-    DropoutKey key(7);  // e.g. the recompute of the same micro-batch
-    b = m.forward(x);
-  }
-  {
-    DropoutKey key(8);
-    c = m.forward(x);
-  }
-  EXPECT_TRUE(a.equal(b));
-  EXPECT_FALSE(a.equal(c));
-  m.train(false);
-  EXPECT_TRUE(m.forward(x).equal(m.forward(x)));
 }
 
 }  // namespace

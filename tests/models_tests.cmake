@@ -4,5 +4,6 @@ pipetwin_add_test(models_tests
   models_zoo_test.cpp
   models_data_test.cpp
   models_synthetic_test.cpp
+  models_dropout_test.cpp
   models_unet_test.cpp
   LIBS pipetwin_models pipetwin_profiles pipetwin_core)

@@ -3,13 +3,15 @@
 // torchgpipe (Section 3.3) gives each partition a compute stream and copies on separate streams
 // synchronised by CUDA events, so a copy overlaps the next compute. Here each lane of a schedule
 // device — compute, send, recv, collective (worker.hpp) — gets its own stream from LibTorch's
-// pool; one thread issues to each lane, and the executor waits for an action's end mark before it
-// marks the action done, which orders every hand-over between lanes and devices (torchgpipe's
-// "wait" on the event recorded after the producer). Several schedule devices on one GPU are
-// stream sets of that GPU.
+// pool; one thread issues to each lane. An action's end is an event its consumers' streams wait
+// for (wait_for: torchgpipe's "wait" on the event recorded after the producer), and a tensor
+// handed to another lane is recorded on that lane's stream (hand_over: record_stream), so the
+// caching allocator does not give its memory out again while the consumer may still read it; the
+// host never waits per action. Several schedule devices on one GPU are stream sets of that GPU.
 #include "exec/platform/cuda_device.hpp"
 
 #include <array>
+#include <memory>
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -27,8 +29,12 @@ class CudaMark : public Mark {
  public:
   // Timing stays enabled (cudaEventDefault): elapsed_time needs it.
   CudaMark() : event(cudaEventDefault) {}
-  at::cuda::CUDAEvent event;
+  mutable at::cuda::CUDAEvent event;  // block() is not const
 };
+
+const at::cuda::CUDAEvent& event_of(const Mark& m) {
+  return static_cast<const CudaMark&>(m).event;
+}
 
 // The allocator statistics' aggregate entry (StatType::AGGREGATE in 1.13 and 2.x alike).
 constexpr size_t kAggregate = 0;
@@ -71,18 +77,45 @@ class CudaDevice : public Device {
   }
 
   double seconds(const Mark& from, const Mark& to) override {
-    const auto& a = static_cast<const CudaMark&>(from).event;
-    const auto& b = static_cast<const CudaMark&>(to).event;
-    b.synchronize();
-    return static_cast<double>(a.elapsed_time(b)) / 1000.0;
+    count_host_wait();
+    event_of(to).synchronize();
+    return elapsed(from, to);
   }
 
-  void synchronize() override { c10::cuda::getCurrentCUDAStream(index_).synchronize(); }
+  double elapsed(const Mark& from, const Mark& to) override {
+    return static_cast<double>(event_of(from).elapsed_time(event_of(to))) / 1000.0;
+  }
+
+  void synchronize() override {
+    count_host_wait();
+    c10::cuda::getCurrentCUDAStream(index_).synchronize();
+  }
+
+  void wait(const Mark& m) override {
+    count_host_wait();
+    event_of(m).synchronize();
+  }
+
+  void wait_for(const Mark& m) override {
+    static_cast<const CudaMark&>(m).event.block(c10::cuda::getCurrentCUDAStream(index_));
+  }
+
+  void hand_over(const at::Tensor& t) override {
+    if (t.defined() && t.is_cuda()) t.record_stream(c10::cuda::getCurrentCUDAStream(index_));
+  }
+
+  double read(const at::Tensor& t) override {
+    count_host_wait();
+    return t.item<double>();
+  }
 
   at::Tensor from_host(const at::Tensor& host) override {
-    // A pageable host source makes the copy synchronous for the host; the stream orders it
-    // before the work the caller issues next.
-    return host.to(torch_device(), /*non_blocking=*/false, /*copy=*/true);
+    // From pinned memory the copy is asynchronous for the host; the stream orders it before the
+    // work the caller issues next, and the pinned block is not reused before it is done (the
+    // caching host allocator records the copy's stream).
+    const at::Tensor pinned = host.is_pinned() ? host : host.pin_memory();
+    return pinned.to(at::TensorOptions().device(torch_device()), /*non_blocking=*/true,
+                     /*copy=*/true);
   }
 
   int64_t capacity_bytes() const override {
@@ -116,6 +149,28 @@ std::unique_ptr<Device> make_cuda_device(int index) {
 
 void wait_for_current_stream(const at::Tensor& t) {
   if (t.defined() && t.is_cuda()) c10::cuda::getCurrentCUDAStream(t.device().index()).synchronize();
+}
+
+std::shared_ptr<void> record_ready(const at::Tensor& t) {
+  if (!t.defined() || !t.is_cuda()) return nullptr;
+  auto ready = std::make_shared<at::cuda::CUDAEvent>(cudaEventDisableTiming);
+  ready->record(c10::cuda::getCurrentCUDAStream(t.device().index()));
+  return ready;
+}
+
+void use_when_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
+  if (!ready || !t.defined() || !t.is_cuda()) return;
+  auto* event = static_cast<at::cuda::CUDAEvent*>(ready.get());
+  // A copy between GPUs runs on the source GPU's current stream, else on the current device's:
+  // both wait, and both keep the memory from reuse until they are past it.
+  const c10::cuda::CUDAStream here = c10::cuda::getCurrentCUDAStream();
+  const c10::cuda::CUDAStream there = c10::cuda::getCurrentCUDAStream(t.device().index());
+  event->block(here);
+  t.record_stream(here);
+  if (there != here) {
+    event->block(there);
+    t.record_stream(there);
+  }
 }
 
 }  // namespace pipetwin::exec

@@ -20,5 +20,12 @@ int cuda_device_count();
 std::unique_ptr<Device> make_cuda_device(int index);
 // Waits until the calling thread's current stream on `t`'s GPU is done; nothing for a CPU tensor.
 void wait_for_current_stream(const at::Tensor& t);
+// For a tensor handed from one thread's stream to another's without a host wait (the in-process
+// transport): record_ready, by the producer, marks the point of its current stream after which
+// `t` is made (an event; null for a CPU tensor); use_when_ready, by the consumer, makes its
+// current stream wait for that point and keeps `t`'s memory from reuse until the consumer's work
+// with it is done.
+std::shared_ptr<void> record_ready(const at::Tensor& t);
+void use_when_ready(const std::shared_ptr<void>& ready, const at::Tensor& t);
 
 }  // namespace pipetwin::exec

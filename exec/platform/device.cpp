@@ -1,6 +1,7 @@
 #include "exec/platform/device.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
 #include <unistd.h>
@@ -15,6 +16,8 @@
 namespace pipetwin::exec {
 
 namespace {
+
+std::atomic<int64_t> g_host_waits{0};
 
 class CpuMark : public Mark {
  public:
@@ -35,11 +38,26 @@ class CpuDevice : public Device {
     return std::make_unique<CpuMark>(host_now);
   }
   double seconds(const Mark& from, const Mark& to) override {
+    count_host_wait();
+    return elapsed(from, to);
+  }
+  double elapsed(const Mark& from, const Mark& to) override {
     return std::chrono::duration<double>(static_cast<const CpuMark&>(to).at -
                                          static_cast<const CpuMark&>(from).at)
         .count();
   }
-  void synchronize() override {}
+  void synchronize() override { count_host_wait(); }
+  void wait(const Mark& m) override {
+    (void)m;
+    count_host_wait();
+  }
+  // The work a CPU lane's thread issued is done when its call returns.
+  void wait_for(const Mark& m) override { (void)m; }
+  void hand_over(const at::Tensor& t) override { (void)t; }
+  double read(const at::Tensor& t) override {
+    count_host_wait();
+    return t.item<double>();
+  }
   at::Tensor from_host(const at::Tensor& host) override { return host.clone(); }
   int64_t capacity_bytes() const override {
     return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
@@ -67,6 +85,14 @@ int cuda_index(const std::string& where) {
 
 }  // namespace
 
+int64_t Device::host_waits() {
+  return g_host_waits.load(std::memory_order_relaxed);
+}
+
+void Device::count_host_wait() {
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+}
+
 #ifdef PIPETWIN_WITH_CUDA
 // The one place that knows whether the CUDA path was compiled (exec/CMakeLists.txt sets it
 // where LibTorch has CUDA).
@@ -86,6 +112,13 @@ std::unique_ptr<Device> make_cuda_device(int index) {
 }
 void wait_for_current_stream(const at::Tensor& t) {
   (void)t;
+}
+std::shared_ptr<void> record_ready(const at::Tensor& t) {
+  (void)t;
+  return nullptr;
+}
+void use_when_ready(const std::shared_ptr<void>& ready, const at::Tensor& t) {
+  (void)ready, (void)t;
 }
 #endif
 

@@ -10,11 +10,18 @@
 //               PIPETWIN_WITH_CUDA is the one guard). Each lane (the compute, send, recv and
 //               collective streams of a schedule device, worker.hpp) issues to its own CUDA stream
 //               taken from LibTorch's pool — torchgpipe's compute and copy streams (Section 3.3).
-//               Marks are CUDA events; the time between two marks is the GPU's, and waiting for
-//               the later one is what makes the tensors an action produced safe to hand to another
-//               stream (the executor waits once per action). Bytes from the CUDA caching
-//               allocator's statistics: a GPU that hosts several schedule devices reports its
-//               whole figure to each of them.
+//               Marks are CUDA events; the time between two marks is the GPU's. A lane that uses
+//               what another lane made waits for that lane's mark on the GPU (wait_for: the stream
+//               waits for the event, the host does not) and tells the allocator it uses the
+//               tensor (hand_over), as torchgpipe's "wait" and record_stream do; the host waits
+//               for the GPU only where it needs a number (synchronize, seconds, read). Bytes from
+//               the CUDA caching allocator's statistics: a GPU that hosts several schedule devices
+//               reports its whole figure to each of them.
+//
+// Host waits: every call that makes the host wait for the device's work — synchronize(), wait(),
+// seconds() and read() — counts in host_waits(), the process's total over all devices, on the CPU
+// as on a GPU (the CPU's work is done when its call returns, but the call is what a GPU would wait
+// in), so a test on the CPU sees how often the executor would stall a GPU's host.
 //
 // Thread-safety: every function may be called from any thread; bind() affects the calling
 // thread only; a Mark is used on the device that made it.
@@ -56,13 +63,29 @@ class Device {
   // reading of the steady clock just before (CPU: that reading, so devices of one process share
   // it exactly; CUDA: an event on the compute lane, which must be idle).
   virtual std::unique_ptr<Mark> start_mark(std::chrono::steady_clock::time_point host_now) = 0;
-  // Seconds from `from` to `to`, waiting until `to` is reached.
+  // Seconds from `from` to `to`, waiting until `to` is reached (a host wait).
   virtual double seconds(const Mark& from, const Mark& to) = 0;
-  // Waits until the work the calling thread issued is done.
+  // Seconds from `from` to `to`, both reached already (their lanes synchronized since): no wait.
+  virtual double elapsed(const Mark& from, const Mark& to) = 0;
+  // Waits until the work the calling thread issued is done (a host wait).
   virtual void synchronize() = 0;
+  // Waits until `m` is reached (a host wait).
+  virtual void wait(const Mark& m) = 0;
+  // Work the calling thread issues from now on starts after `m` (made by any lane of any device
+  // of this process) is reached; the host goes on at once.
+  virtual void wait_for(const Mark& m) = 0;
+  // The calling thread's lane uses `t`, which another lane made: its memory is not reused before
+  // the work this lane issues with it is done.
+  virtual void hand_over(const at::Tensor& t) = 0;
+  // The value of a one-element tensor of this device, as a double (a host wait).
+  virtual double read(const at::Tensor& t) = 0;
+
+  // Host waits of all devices of this process so far (above).
+  static int64_t host_waits();
 
   // A host tensor's copy in this device's memory (always a copy: the host batch stays the
-  // loader's).
+  // loader's). CUDA: staged through pinned memory and copied without a host wait, ordered before
+  // the work the calling thread issues next.
   virtual at::Tensor from_host(const at::Tensor& host) = 0;
 
   // The memory this device has: the GPU's, or the host's physical memory.
@@ -70,6 +93,9 @@ class Device {
   virtual int64_t live_bytes() const = 0;
   virtual int64_t peak_bytes() const = 0;
   virtual void reset_peak() = 0;
+
+ protected:
+  static void count_host_wait();
 };
 
 // `where`: "cpu", "cuda" or "cuda:I". `slot`: the memory-tracker slot a CpuDevice counts under

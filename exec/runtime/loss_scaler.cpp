@@ -1,5 +1,6 @@
 #include "exec/runtime/loss_scaler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,15 +33,27 @@ LossScaler::LossScaler(LossScalerConfig config) : config_(config), scale_(config
 
 bool LossScaler::unscale(const std::vector<at::Tensor>& grads) const {
   at::NoGradGuard no_grad;
-  const double inv = 1.0 / scale_;
-  bool found_inf = false;
+  std::vector<at::Tensor> gs;
   for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    at::Tensor t = g;
-    t.mul_(inv);
-    if (!found_inf) found_inf = !at::isfinite(t).all().item<bool>();
+    if (g.defined()) gs.push_back(g);
   }
-  return found_inf;
+  if (gs.empty()) return false;
+  const at::Tensor& first = gs.front();
+  const bool fused = first.is_cuda() && std::all_of(gs.begin(), gs.end(), [&](const at::Tensor& g) {
+                       return g.device() == first.device() && g.scalar_type() == at::kFloat;
+                     });
+  if (fused) {
+    // GradScaler's kernel: unscales every gradient and sets found_inf, in one launch.
+    const auto options = first.options().dtype(at::kFloat);
+    at::Tensor found_inf = at::zeros({1}, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(gs, found_inf,
+                                                   at::full({1}, 1.0 / scale_, options));
+    return found_inf.item<float>() != 0;
+  }
+  at::_foreach_mul_(gs, 1.0 / scale_);
+  std::vector<at::Tensor> finite;
+  for (const auto& g : gs) finite.push_back(at::isfinite(g).all());
+  return !at::stack(finite).all().item<bool>();  // one read of the device
 }
 
 void LossScaler::update(bool found_inf) {

@@ -50,7 +50,9 @@ class LossScaler {
   double scale() const { return scale_; }
   // Clean steps since the last backoff or growth (GradScaler's growth tracker).
   int growth_tracker() const { return growth_tracker_; }
-  // Divides every gradient by scale() in place; returns whether any element is inf or NaN.
+  // Divides every gradient by scale() in place; returns whether any element is inf or NaN. One
+  // check over all of them and one read of the device (float32 gradients on a GPU: GradScaler's
+  // fused unscale-and-check kernel).
   bool unscale(const std::vector<at::Tensor>& grads) const;
   // After a step: back off when it overflowed, else count it and grow after the interval.
   void update(bool found_inf);

@@ -1,10 +1,15 @@
-// Optimizer: PyTorch's SGD (momentum, weight decay) and Adam update rules, applied functionally.
+// Optimizer: PyTorch's SGD (momentum, weight decay) and Adam update rules, applied functionally,
+// over all of a stage's parameters at once as torch.optim's multi-tensor paths do: the fused
+// single-kernel updates (torch.optim's fused=True) for GPU tensors where LibTorch has them (2.4
+// and later, models/torch_compat.hpp), else the _foreach_* operations of torch.optim's foreach
+// path (a few kernels per step instead of a few per parameter).
 //
 // The executor keeps several weight versions of a stage alive (PipeDream's weight stashing), so an
 // update must be able to write the new version into other tensors than the old one: step() reads
 // params and grads and writes `out`, which may be the params themselves (in place) or a fresh
 // copy. The formulas follow torch.optim.SGD and torch.optim.Adam exactly, so a pipelined run and
-// single-process training with this class give the same weights.
+// single-process training with this class give the same weights (on a CPU bit for bit, the foreach
+// operations running tensor by tensor there).
 //
 // Frozen layers (PipeTransformer Section 3.1) get no update: freeze_prefix(n) makes step() leave
 // the first n parameters alone — no weight decay, no momentum, no Adam moments (their state stays
@@ -65,6 +70,11 @@ class Optimizer {
   size_t frozen_prefix() const { return frozen_; }
 
  private:
+  // The update of the active parameters `p` (in place; `g` their gradients), which are the
+  // parameters from index `f` on.
+  void sgd_step(const std::vector<at::Tensor>& p, std::vector<at::Tensor> g, size_t f);
+  void adam_step(const std::vector<at::Tensor>& p, std::vector<at::Tensor> g, size_t f);
+
   OptimizerConfig config_;
   int64_t steps_ = 0;
   size_t frozen_ = 0;

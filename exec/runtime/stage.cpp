@@ -145,7 +145,7 @@ void StageRuntime::forward_values(Slot& slot, std::vector<at::Tensor>& v, size_t
   }
 }
 
-void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
+void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph, bool count_loss) {
   const size_t I = m.inputs.size(), f = static_cast<size_t>(frozen_), n = slot.layers.size();
   if (f > 0 && !m.past_frozen) {
     // Keep the frozen prefix's output: a recompute starts from it (frozen layers run once).
@@ -198,7 +198,11 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph) {
   m.loss = at::Tensor();
   if (spec_.last) {
     const at::Tensor per_sample = loss_(float32_if_reduced(v[I + n - 1]), m.target);
-    if (!with_graph) loss_sum_ += per_sample.sum().item<double>();
+    if (count_loss) {
+      // Kept on the device, read once the window's work is done (take_loss_sum).
+      const at::Tensor sum = per_sample.detach().sum().to(at::kDouble);
+      loss_sum_ = loss_sum_.defined() ? loss_sum_ + sum : sum;
+    }
     m.loss = per_sample.sum() * spec_.loss_scale;
     if (scaler_) m.loss = m.loss * scaler_->scale();
   }
@@ -235,14 +239,10 @@ std::vector<at::Tensor> StageRuntime::forward(int mb, int version, std::vector<a
   m->target = target;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
-  run(slot, *m, keep.graph);
+  run(slot, *m, keep.graph, /*count_loss=*/true);
   std::vector<at::Tensor> outs;
   for (const auto& o : m->outs) outs.push_back(o.detach());
   if (keep.graph) {
-    if (spec_.last) {
-      const double scale = spec_.loss_scale * (scaler_ ? scaler_->scale() : 1.0);
-      loss_sum_ += (m->loss / scale).item<double>();
-    }
     m->graph_version = version;
   } else {
     m->outs.clear();
@@ -265,7 +265,7 @@ void StageRuntime::recompute(int mb, int version) {
   last_used_ = slot.version;
   const models::DropoutKey key(models::micro_batch_dropout_key(
       spec_.dropout_seed, spec_.replica, static_cast<int>(micro_batch_offset_ + mb)));
-  run(slot, m, true);
+  run(slot, m, true, /*count_loss=*/false);
   m.graph_version = version;
   // The new pin before the old one goes: a stash the forward pinned for this recompute is the
   // same version, and must not be freed in between.
@@ -366,9 +366,9 @@ std::vector<at::Tensor> StageRuntime::infer(const std::vector<at::Tensor>& input
   return out;
 }
 
-double StageRuntime::take_loss_sum() {
-  const double s = loss_sum_;
-  loss_sum_ = 0;
+at::Tensor StageRuntime::take_loss_sum() {
+  at::Tensor s = loss_sum_.defined() ? loss_sum_ : at::zeros({}, at::kDouble);
+  loss_sum_ = at::Tensor();
   return s;
 }
 
@@ -412,10 +412,19 @@ at::Tensor StageRuntime::frozen_forward(const at::Tensor& input, int from, int t
 void StageRuntime::record_gradient_norms() {
   std::vector<double> sq(spec_.layers.size(), 0.0);
   at::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms;
+  std::vector<size_t> which;
   for (size_t i = 0; i < grads_.size(); ++i) {
     if (param_layer_[i] < spec_.frozen_layers) continue;
-    const double n = grads_[i].norm().item<double>();
-    sq[static_cast<size_t>(param_index_[i])] += n * n;
+    norms.push_back(grads_[i].norm().to(at::kDouble));
+    which.push_back(i);
+  }
+  if (!norms.empty()) {
+    const at::Tensor host = at::stack(norms).cpu();  // one read of the device
+    const auto n = host.accessor<double, 1>();
+    for (size_t k = 0; k < which.size(); ++k)
+      sq[static_cast<size_t>(param_index_[which[k]])] +=
+          n[static_cast<int64_t>(k)] * n[static_cast<int64_t>(k)];
   }
   norms_.push_back(std::move(sq));
 }

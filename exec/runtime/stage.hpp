@@ -238,8 +238,10 @@ class StageRuntime {
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
   const Optimizer& optimizer() const { return optimizer_; }
   Optimizer& optimizer() { return optimizer_; }
-  // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage).
-  double take_loss_sum();
+  // Sum of the per-sample losses of the micro-batches forwarded since the last call (last stage):
+  // a float64 scalar tensor on the stage's device (a CPU zero when none), which the caller reads
+  // when it needs the number (the worker: once the window's work is done, no wait per step).
+  at::Tensor take_loss_sum();
   int live_versions() const;
   // Micro-batches in flight and weight versions alive (see StageHolding).
   StageHolding holding() const;
@@ -256,7 +258,8 @@ class StageRuntime {
   void finish_backward(int mb);
   at::Tensor call_layer(Slot& slot, size_t j, const at::Tensor& x, const at::Tensor& skip);
   void forward_values(Slot& slot, std::vector<at::Tensor>& v, size_t from);
-  void run(Slot& slot, MicroBatch& m, bool with_graph);
+  // `count_loss`: add the last stage's per-sample losses to loss_sum_ (a forward, not a recompute).
+  void run(Slot& slot, MicroBatch& m, bool with_graph, bool count_loss);
   std::vector<at::Tensor> backprop(MicroBatch& m, const std::vector<at::Tensor>& grad_outputs,
                                    const std::function<void(int)>& on_layer_done);
   std::vector<at::Tensor> backprop_by_layer(MicroBatch& m,
@@ -292,7 +295,7 @@ class StageRuntime {
   int current_ = 0;
   int last_used_ = 0;
   int64_t micro_batch_offset_ = 0;  // global number of the schedule's micro-batch 0
-  double loss_sum_ = 0;
+  at::Tensor loss_sum_;             // float64 on the stage's device; undefined: 0
 };
 
 }  // namespace pipetwin::exec

@@ -211,7 +211,7 @@ void StageRuntime::warm_up(const std::vector<at::Tensor>& inputs, const at::Tens
     m.target = target;
     m.split = split;
     m.micro_batch = -1 - static_cast<int>(i);  // no schedule's micro-batch
-    run(*slots_.at(current_), m, true);
+    run(*slots_.at(current_), m, true, /*count_loss=*/false);
   }
   std::vector<int> layers;  // the trained ones, from the last (backward_weight)
   for (size_t l = spec_.layers.size(); l-- > static_cast<size_t>(frozen_);)
@@ -231,7 +231,7 @@ void StageRuntime::warm_up(const std::vector<at::Tensor>& inputs, const at::Tens
   for (auto& g : grads_) g.zero_();
   const auto live = buffers();
   for (size_t i = 0; i < live.size(); ++i) live[i].copy_(saved_buffers[i]);
-  loss_sum_ = 0;
+  loss_sum_ = at::Tensor();
 }
 
 // A step that overflowed (GradScaler skips optimizer.step()): version new_version holds the same

@@ -153,46 +153,55 @@ void DeviceWorker::run_stream(StreamKind stream) {
   }
   const auto& cs = *shared_.schedule;
   int current = -1;
+  bool issued = false;
   try {
     if (stream == StreamKind::kCompute) {
       if (shared_.warmup) warm_up();
       if (shared_.gate) shared_.gate->warmed_up();
     }
     if (shared_.gate) shared_.gate->wait_open(*shared_.abort);
+    std::vector<Pending> pending;
     for (int32_t id : cs.stream_actions(id_ * kStreamsPerDevice + static_cast<int>(stream))) {
       current = id;
       shared_.board->wait_dependencies(id);
       shared_.abort->check();
-      execute(id);
+      std::shared_ptr<const Mark> end = execute(id, pending);
       if (check_ && stream == StreamKind::kCompute)
         check_->after(cs.ref(id).index, cs.action(id), stages_);
-      shared_.board->mark_done(id);
+      shared_.board->mark_done(id, std::move(end));
     }
+    issued = true;
+    // The lane's work is all issued: the host waits for it once, then reads its marks and losses.
+    device_.synchronize();
+    finish(pending);
   } catch (const Aborted&) {
     // Another worker failed first; its message is the one reported.
   } catch (const std::exception& e) {
-    const std::string where = current >= 0 ? fmt::format("action {} ({})", cs.ref(current).index,
-                                                         describe(cs.action(current)))
-                                           : std::string("start-up");
+    const std::string where = issued         ? std::string("the end of the run")
+                              : current >= 0 ? fmt::format("action {} ({})", cs.ref(current).index,
+                                                           describe(cs.action(current)))
+                                             : std::string("start-up");
     shared_.abort->raise(
         fmt::format("device {} {} stream, {}: {}", id_, stream_name(stream), where, e.what()));
   }
 }
 
-void DeviceWorker::execute(int id) {
+std::shared_ptr<const Mark> DeviceWorker::execute(int id, std::vector<Pending>& pending) {
   const Action& a = shared_.schedule->action(id);
   fault_.at_action(shared_.rank, id_, shared_.schedule->ref(id).index,
                    static_cast<int64_t>(shared_.first_step) + a.step,
                    stream_of(a.op) == StreamKind::kCompute);
-  Action record = a;
+  Pending p;
+  p.action = a;
   if (a.op == Op::kRecv) {
     // The transfer starts once the sender has posted it; waiting for that is not transfer time.
     shared_.transport->wait_posted(peer_device(a), id_,
                                    transfer_tag(a, shared_.schedule->shape().num_stages));
   }
-  // The action's end mark is waited for before it is marked done: what it produced is then
-  // ready for any other stream (exec/platform/device.hpp).
-  const std::unique_ptr<Mark> begin = device_.mark();
+  // What the action reads is made once its dependencies' lanes pass their marks: this lane waits
+  // for them on the device, the host goes on (exec/platform/device.hpp).
+  for (const auto& m : shared_.board->dependency_marks(id)) device_.wait_for(*m);
+  p.begin = device_.mark();
   switch (a.op) {
     case Op::kForward:
       forward(id, a);
@@ -204,30 +213,14 @@ void DeviceWorker::execute(int id) {
     case Op::kBackwardInput:
       backward(id, a);
       break;
-    case Op::kBackwardWeight: {
+    case Op::kBackwardWeight:
       // The weight half reports each layer's gradients complete: a data-parallel bucket's
       // all-reduce depends on it (core/schedule/compiled.hpp).
-      Board* board = shared_.board;
-      stages_.at(a.stage)->backward_weight(
-          a.micro_batch, a.version, [board, id](int layer) { board->mark_layer(id, layer); });
+      stages_.at(a.stage)->backward_weight(a.micro_batch, a.version, layer_reporter(id));
       break;
-    }
-    case Op::kOptimizerStep: {
-      StageRuntime* st = stages_.at(a.stage);
-      // With loss scaling the step waits for every stage's overflow vote
-      // (exec/runtime/loss_scaler.hpp): the timeline counts that wait as the step's time.
-      std::function<bool(bool)> agree;
-      if (shared_.vote) {
-        OverflowVote* vote = shared_.vote;
-        const int64_t step = a.step;
-        agree = [vote, step](bool found_inf) { return vote->vote(step, found_inf); };
-      }
-      st->optimizer_step(a.version, agree);
-      if (shared_.on_step)
-        shared_.on_step(id_, a.stage, shared_.first_step + a.step,
-                        st->spec().last ? st->take_loss_sum() : 0);
+    case Op::kOptimizerStep:
+      optimizer_step(a, p);
       break;
-    }
     case Op::kSend:
       send(a);
       break;
@@ -238,19 +231,63 @@ void DeviceWorker::execute(int id) {
       allreduce(a);
       break;
   }
-  const std::unique_ptr<Mark> finish = device_.mark();
-  const double start = device_.seconds(*shared_.t0.at(id_), *begin);
-  const double end = device_.seconds(*shared_.t0.at(id_), *finish);
+  std::shared_ptr<Mark> end = device_.mark();
+  p.end = end;
+  if (a.op == Op::kOptimizerStep) {
+    // The host runs at most a step ahead of the device: an allocator that keeps memory a lane
+    // still reads (hand_over) would grow with how far ahead it is.
+    if (last_step_end_) device_.wait(*last_step_end_);
+    last_step_end_ = end;
+  }
   if (a.op == Op::kForward || a.op == Op::kRecompute || is_backward(a.op)) {
-    record.version = stages_.at(a.stage)->last_version_used();
+    p.action.version = stages_.at(a.stage)->last_version_used();
   } else if (a.op == Op::kOptimizerStep) {
-    record.version = stages_.at(a.stage)->current_version();
+    p.action.version = stages_.at(a.stage)->current_version();
+  }
+  if (stream_of(a.op) == StreamKind::kCompute) p.live_bytes = device_.live_bytes();
+  pending.push_back(std::move(p));
+  return end;
+}
+
+void DeviceWorker::optimizer_step(const Action& a, Pending& p) {
+  StageRuntime* st = stages_.at(a.stage);
+  // With loss scaling the step waits for every stage's overflow vote
+  // (exec/runtime/loss_scaler.hpp): the timeline counts that wait as the step's time.
+  std::function<bool(bool)> agree;
+  if (shared_.vote) {
+    OverflowVote* vote = shared_.vote;
+    const int64_t step = a.step;
+    agree = [vote, step](bool found_inf) { return vote->vote(step, found_inf); };
+  }
+  st->optimizer_step(a.version, agree);
+  // The step's loss stays on the device until the window's work is done (finish).
+  if (shared_.on_step && st->spec().last) p.loss = st->take_loss_sum();
+}
+
+std::function<void(int)> DeviceWorker::layer_reporter(int id) {
+  Board* board = shared_.board;
+  Device* device = &device_;
+  return [board, device, id](int layer) {
+    board->mark_layer(id, layer, std::shared_ptr<const Mark>(device->mark()));
+  };
+}
+
+void DeviceWorker::finish(std::vector<Pending>& pending) {
+  const Mark& t0 = *shared_.t0.at(id_);
+  std::vector<TimelineEvent> events;
+  std::vector<MemorySample> memory;
+  for (Pending& p : pending) {
+    const double end = device_.elapsed(t0, *p.end);
+    events.push_back({id_, p.action, device_.elapsed(t0, *p.begin), end});
+    if (p.live_bytes >= 0) memory.push_back({end, static_cast<double>(p.live_bytes)});
+    if (p.action.op == Op::kOptimizerStep && shared_.on_step) {
+      shared_.on_step(id_, p.action.stage, shared_.first_step + p.action.step,
+                      p.loss.defined() ? device_.read(p.loss) : 0.0);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back({id_, record, start, end});
-  if (stream_of(a.op) == StreamKind::kCompute) {
-    memory_.push_back({end, static_cast<double>(device_.live_bytes())});
-  }
+  events_.insert(events_.end(), events.begin(), events.end());
+  memory_.insert(memory_.end(), memory.begin(), memory.end());
 }
 
 int DeviceWorker::peer_device(const Action& a) const {
@@ -272,6 +309,7 @@ std::vector<at::Tensor> DeviceWorker::take(Key key) {
   }
   std::vector<at::Tensor> t = std::move(it->second);
   exchange_.erase(it);
+  for (const auto& x : t) device_.hand_over(x);  // made on another lane, perhaps
   return t;
 }
 
@@ -356,13 +394,11 @@ void DeviceWorker::backward(int id, const Action& a) {
       g = g.defined() ? g + bundle.at(i) : bundle.at(i);
     }
   }
-  Board* board = shared_.board;
   // A BackwardInput leaves the weight gradients to its BackwardWeight (stage.hpp).
   const std::vector<at::Tensor> grads =
       a.op == Op::kBackwardInput
           ? st->backward_input(a.micro_batch, a.version, grad_outputs)
-          : st->backward(a.micro_batch, a.version, grad_outputs,
-                         [board, id](int layer) { board->mark_layer(id, layer); });
+          : st->backward(a.micro_batch, a.version, grad_outputs, layer_reporter(id));
   for (const auto& e : sh.edges) {
     if (e.to != a.stage) continue;
     std::vector<at::Tensor> bundle;

@@ -94,7 +94,9 @@ struct WorkerShared {
   bool pin_threads = true;
   StartGate* gate = nullptr;
   bool warmup = true;  // one untimed forward and backward per stage before the clock starts
-  // Called after each optimizer step of a stage with (device, stage, global step, loss sum).
+  // Called once per optimizer step of a stage with (device, stage, global step, loss sum), in
+  // step order, after the window's work of the stage's device is done (the losses are read from
+  // the device then, not at every step).
   std::function<void(int, int, int, double)> on_step;
   // The schedule's step 0 is global optimizer step `first_step` (a trainer runs a long training
   // as a sequence of schedules): data and fault injection use global steps.
@@ -122,9 +124,24 @@ class DeviceWorker {
   enum class Slot : uint8_t { kOutput, kInput, kOutputGrad, kInputGrad };
   using Key = std::tuple<Slot, int, int, int>;  // slot, stage, micro-batch, peer stage
 
+  // An action issued, waiting for its marks to be read (after the lane's one host wait).
+  struct Pending {
+    Action action;  // with the version the runtime used
+    std::unique_ptr<Mark> begin;
+    std::shared_ptr<const Mark> end;
+    int64_t live_bytes = -1;  // compute actions: the device's bytes after it
+    at::Tensor loss;          // a last stage's optimizer step: the step's loss sum (device)
+  };
+
   void run_stream(StreamKind stream);
   void warm_up();
-  void execute(int id);
+  // Issues action `id` and returns its end mark (the Board's).
+  std::shared_ptr<const Mark> execute(int id, std::vector<Pending>& pending);
+  void optimizer_step(const Action& a, Pending& p);
+  // A backward's per-layer report: the Board learns the layer and where the lane is.
+  std::function<void(int)> layer_reporter(int id);
+  // The lane's events, memory samples and step losses, once its work is done.
+  void finish(std::vector<Pending>& pending);
   void forward(int id, const Action& a);
   void backward(int id, const Action& a);
   void send(const Action& a);
@@ -155,6 +172,7 @@ class DeviceWorker {
   std::map<std::pair<int, int>, std::pair<std::vector<at::Tensor>, int>> frozen_out_;
   std::vector<TimelineEvent> events_;
   std::vector<MemorySample> memory_;
+  std::shared_ptr<const Mark> last_step_end_;  // the compute lane's last optimizer step's end
 };
 
 // The message tag of a transfer: unique per (payload, stage pair, micro-batch).

@@ -5,6 +5,7 @@
 # builds the CLI and the executor tests. The build says "pipetwin: LibTorch has CUDA" when the
 # CUDA path (exec/platform/cuda_device.cpp) is in. Usage: scripts/gpu/build.sh [BUILD_DIR] [targets...]
 # Afterwards: export LD_LIBRARY_PATH=/tmp/pipetwin-deps/usr/lib/x86_64-linux-gnu (fmt, metis).
+# PIPETWIN_EXTRA_CXXFLAGS adds compiler flags (session.sh: -DPIPETWIN_NO_FUSED_OPTIMIZERS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
@@ -29,7 +30,7 @@ echo "LibTorch: $(python3 -c 'import torch; print(torch.__version__, torch.versi
 # cmake/torch.cmake) needs nothing from Debian's libfmt9 at link time.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" \
-  -DCMAKE_CXX_FLAGS="-idirafter $gloo/usr/include -DFMT_HEADER_ONLY=1" \
+  -DCMAKE_CXX_FLAGS="-idirafter $gloo/usr/include -DFMT_HEADER_ONLY=1 ${PIPETWIN_EXTRA_CXXFLAGS:-}" \
   -DPIPETWIN_WITH_TORCH=ON -DPIPETWIN_BUILD_BENCH=OFF
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
