@@ -1,15 +1,15 @@
 // `pipetwin compare PREDICTED MEASURED [MEASURED...]`: prediction next to measurement
 // (core/compare.hpp); several measured runs of the plan: compared with the median one, their
 // spread printed beside the error.
-#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli/commands.hpp"
 #include "core/compare.hpp"
 #include "core/error.hpp"
-#include "core/schedule/generators.hpp"
+#include "core/plan.hpp"
 
 namespace pipetwin::cli {
 
@@ -25,19 +25,21 @@ bool is_timeline(const Json& doc) {
   return doc.is_object() && doc.contains("traceEvents");
 }
 
-// The metrics of --also-predicted's predictions.
-std::vector<Metrics> also_predicted(const CompareArgs& a, bool timelines, int stages, bool async,
-                                    double samples) {
-  std::vector<Metrics> out;
-  for (const auto& path : a.also_predicted) {
+void check_kind(const Json& doc, bool timelines, const std::string& path) {
+  if (is_timeline(doc) != timelines) {
+    throw InputError("compare: give timelines only or metrics files only, not one of each (" +
+                     path + ")");
+  }
+}
+
+// The files at `paths` (of the kind every input takes), each read by `read`.
+template <class Read>
+auto read_documents(const std::vector<std::string>& paths, bool timelines, Read read) {
+  std::vector<std::invoke_result_t<Read, const JsonView&>> out;
+  for (const auto& path : paths) {
     const Json doc = load_json_file(path);
-    if (is_timeline(doc) != timelines) {
-      throw InputError("compare: give timelines only or metrics files only, not one of each (" +
-                       path + ")");
-    }
-    out.push_back(timelines ? compute_metrics(timeline_from_chrome_trace(JsonView(doc, path)),
-                                              stages, async, samples)
-                            : metrics_from_json(JsonView(doc, path)));
+    check_kind(doc, timelines, path);
+    out.push_back(read(JsonView(doc, path)));
   }
   return out;
 }
@@ -48,42 +50,28 @@ void run_compare(const CompareArgs& a) {
   std::vector<Json> runs;
   for (const auto& path : a.measured) {
     runs.push_back(load_json_file(path));
-    if (is_timeline(runs.back()) != timelines) {
-      throw InputError("compare: give timelines only or metrics files only, not one of each (" +
-                       path + ")");
-    }
+    check_kind(runs.back(), timelines, path);
   }
-  std::vector<Metrics> metrics;  // of each measured run
-  std::vector<Timeline> measured;
-  Timeline tp;
-  int stages = 0;
-  bool async = false;
-  double samples = 1;
-  if (timelines) {
-    tp = timeline_from_chrome_trace(JsonView(p, a.predicted));
-    for (const auto& e : tp.events) stages = std::max(stages, e.action.stage + 1);
-    async = !tp.schedule.empty() && schedule_info(tp.schedule).asynchronous;
-    if (!a.plan.empty()) samples = load_plan(a.plan).batch_size;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      measured.push_back(timeline_from_chrome_trace(JsonView(runs[i], a.measured[i])));
-      metrics.push_back(compute_metrics(measured.back(), stages, async, samples));
-    }
-  } else {
-    for (size_t i = 0; i < runs.size(); ++i)
-      metrics.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
-  }
-  const Metrics predicted = timelines ? compute_metrics(tp, stages, async, samples)
-                                      : metrics_from_json(JsonView(p, a.predicted));
-  std::vector<Metrics> predictions{predicted};
-  for (auto& m : also_predicted(a, timelines, stages, async, samples)) predictions.push_back(m);
   // The median run, the runs' spread and the predictions' (core/compare.hpp), as the report's
   // groups of runs and predictions get them (report/run_compare.hpp).
-  const Repeats rep = repeats_of(metrics, predictions);
-  const size_t mid = rep.median_run;
-  Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, a.skip)
-                           : compare_metrics(predicted, metrics[mid], a.skip);
-  c.spread = rep.runs;
-  c.predictions = rep.predictions;
+  Comparison c;
+  if (timelines) {
+    const Timeline tp = timeline_from_chrome_trace(JsonView(p, a.predicted));
+    const double samples = a.plan.empty() ? 1 : load_plan(a.plan).batch_size;
+    std::vector<Timeline> measured;
+    for (size_t i = 0; i < runs.size(); ++i)
+      measured.push_back(timeline_from_chrome_trace(JsonView(runs[i], a.measured[i])));
+    c = compare_runs(tp, measured,
+                     read_documents(a.also_predicted, true, timeline_from_chrome_trace), samples,
+                     a.skip);
+  } else {
+    std::vector<Metrics> measured;
+    for (size_t i = 0; i < runs.size(); ++i)
+      measured.push_back(metrics_from_json(JsonView(runs[i], a.measured[i])));
+    const Metrics predicted = metrics_from_json(JsonView(p, a.predicted));
+    c = compare_runs(predicted, measured,
+                     read_documents(a.also_predicted, false, metrics_from_json), a.skip);
+  }
   std::fputs(render_comparison(c).c_str(), stdout);
 }
 

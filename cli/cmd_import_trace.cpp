@@ -25,9 +25,8 @@ namespace pipetwin::cli {
 namespace {
 
 struct ImportTraceArgs {
-  std::vector<std::string> traces;
-  std::string layers = "children", output, device, model, catalog, loss = "last";
-  std::vector<int> micro_batches;
+  trace_import::ImportFlags flags;
+  std::string output;
   bool quiet = false;
 };
 
@@ -69,34 +68,15 @@ void print_unattributed(const trace_import::TraceReport& r) {
       r.device_time ? "kernels' device time" : "CPU time", unprofiled.c_str(),
       r.backward_attributed, r.backward_ops, fmt_percent(r.unattributed_share).c_str(),
       parts.empty() ? "" : ": ", parts.c_str());
-  if (r.page_faults_per_step >= trace_import::kManyPageFaultsPerStep) {
-    std::fprintf(stderr,
-                 "pipetwin: warning: %s: %.0f page faults per profiled step: its tensors landed on "
-                 "fresh pages while it was recorded, so its times read high (record it with "
-                 "python/pipetwin_trace.py, whose steady_heap() reserves the heap first)\n",
-                 r.origin.c_str(), r.page_faults_per_step);
-  }
+  const std::string warning = trace_import::page_fault_warning(r);
+  if (!warning.empty()) std::fprintf(stderr, "pipetwin: warning: %s\n", warning.c_str());
 }
 
 void run_import_trace(const ImportTraceArgs& a) {
-  trace_import::ImportOptions o;
-  o.layers = trace_import::LayerSelection::parse(a.layers);
-  o.micro_batches = a.micro_batches;
-  if (a.loss != "last" && a.loss != "unattributed")
-    throw InputError(fmt::format("--loss: last or unattributed (\"{}\" given)", a.loss));
-  o.loss_to_last_layer = a.loss == "last";
-  for (int b : o.micro_batches) {
-    if (b < 1) throw InputError(fmt::format("--micro-batch: sizes must be positive ({} given)", b));
-  }
-  o.device = a.device;
-  o.model = a.model;
-  const Catalog catalog = load_catalog(a.catalog);
-  if (!o.device.empty()) (void)catalog.device(o.device, "--device");
-  std::vector<trace_import::KinetoTrace> traces;
-  for (const auto& path : a.traces) traces.push_back(trace_import::load_kineto_trace(path));
-  const trace_import::ImportResult r = trace_import::import_traces(traces, o);
-  if (catalog.find_device(r.profile.device) == nullptr)
-    (void)catalog.device(r.profile.device, "import-trace: device");
+  const trace_import::ImportFlags& f = a.flags;
+  const trace_import::ImportOptions o = f.options();  // checked before the catalog is read
+  const trace_import::ImportResult r =
+      trace_import::import_files(f.traces, o, load_catalog(f.catalog));
   save_profile(r.profile, a.output);
   if (a.quiet) return;
   print_layers(r.profile);
@@ -110,25 +90,26 @@ void add_import_trace_command(CLI::App& app) {
   auto args = std::make_shared<ImportTraceArgs>();
   CLI::App* cmd = app.add_subcommand(
       "import-trace", "Make a profile from PyTorch profiler traces (recorded by any means)");
-  cmd->add_option("traces", args->traces,
+  cmd->add_option("traces", args->flags.traces,
                   "Kineto Chrome-trace JSON files, one per micro-batch size")
       ->required();
-  cmd->add_option("--layers", args->layers,
+  cmd->add_option("--layers", args->flags.layers,
                   "layer ranges: children, depth=N, N (children, N of them; in a trace without "
                   "layer ranges or metadata, the first N forward operators of each step), or "
                   "names a,b,c (pipetwin.layer:<name> or plain record_function ranges)")
       ->capture_default_str();
-  cmd->add_option("--micro-batch", args->micro_batches,
+  cmd->add_option("--micro-batch", args->flags.micro_batches,
                   "micro-batch size of each trace (default: the trace's metadata or shapes)")
       ->delimiter(',');
-  cmd->add_option("--device", args->device,
+  cmd->add_option("--device", args->flags.device,
                   "catalog device measured on (default: cpu-core, or the trace's GPU)");
-  cmd->add_option("--model", args->model, "model name (default: the trace's, or the file name)");
-  cmd->add_option("--loss", args->loss,
+  cmd->add_option("--model", args->flags.model,
+                  "model name (default: the trace's, or the file name)");
+  cmd->add_option("--loss", args->flags.loss,
                   "the loss's forward and backward: last (in the last layer's times, as pipetwin "
                   "profile counts them) or unattributed")
       ->capture_default_str();
-  cmd->add_option("--catalog", args->catalog, "hardware catalog folder");
+  cmd->add_option("--catalog", args->flags.catalog, "hardware catalog folder");
   cmd->add_option("-o,--output", args->output, "write the profile JSON here")->required();
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing");
   cmd->callback([args] { run_import_trace(*args); });

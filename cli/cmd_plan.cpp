@@ -10,16 +10,13 @@
 // and peak memory, or why it lost — and writes the fastest that fits.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/plan_flags.hpp"
 #include "cli/table.hpp"
-#include "core/error.hpp"
-#include "core/schedule/generators.hpp"
-#include "sim/planner.hpp"
 #include "studies/sweep/evaluate.hpp"
 
 namespace pipetwin::cli {
@@ -57,64 +54,17 @@ void print_search(const sim::ScheduleSearch& search, const sim::PlanRequest& r) 
   std::fputs(t.render().c_str(), stdout);
 }
 
-// "--schedule auto: no schedule fits ...": the leanest that ran, or the first reason.
-std::string no_schedule_line(const sim::ScheduleSearch& search) {
-  const sim::ScheduleTrial* leanest = nullptr;
-  std::vector<std::string> tried;
-  for (const auto& t : search.trials) {
-    tried.push_back(t.candidate.label());
-    const auto& e = t.evaluation;
-    if (!e.ok() || !e.simulated) continue;
-    if (!leanest || e.over_bytes < leanest->evaluation.over_bytes) leanest = &t;
-  }
-  if (leanest == nullptr) {
-    return fmt::format("--schedule auto: no schedule can run the request (tried {}); {}: {}",
-                       fmt::join(tried, ", "), search.trials.front().candidate.label(),
-                       search.trials.front().evaluation.error);
-  }
-  const auto& e = leanest->evaluation;
-  return fmt::format(
-      "--schedule auto: no schedule fits (tried {}); the leanest, {}, needs {:.2f} GiB of "
-      "{:.2f} GiB on {}; try more stages, checkpointing, or a smaller micro-batch",
-      fmt::join(tried, ", "), leanest->candidate.label(), (e.capacity_bytes + e.over_bytes) / kGiB,
-      e.capacity_bytes / kGiB, e.oom_device);
-}
-
-// --schedule auto: the fastest schedule that fits; its plan, and make_plan's memory note.
-Plan plan_auto(const PlanArgs& a, const sim::PlanRequest& r, std::string& memory_note) {
-  const auto candidates =
-      sim::schedule_candidates(a.schedules, r.stages, r.profile.num_layers(), r.virtual_stages);
-  const sim::ScheduleSearch search = sim::search_schedules(r, candidates);
-  if (!a.quiet) print_search(search, r);
-  if (search.chosen < 0) throw InputError(no_schedule_line(search));
-  const auto& winner = search.trials[static_cast<size_t>(search.chosen)];
-  try {
-    return sim::make_plan(search.request, &memory_note);  // the same plan, with its note
-  } catch (const InputError&) {
-    memory_note.clear();
-    return winner.evaluation.plan;
-  }
-}
-
 void run_plan(const PlanArgs& a) {
-  const PlanFlags& f = a.flags;
-  f.check_precision();
-  if (!a.schedules.empty() && f.schedule != "auto") {
-    throw InputError(fmt::format("--schedules {} needs --schedule auto (--schedule {} given)",
-                                 fmt::join(a.schedules, ","), f.schedule));
-  }
-  if (f.schedule != "auto") schedule_info(f.schedule);
-  const Catalog catalog = load_catalog(f.catalog);
-  sim::PlanRequest r = f.request(catalog);
-  r.allow_oom = a.allow_oom;
-  std::string memory_note;  // when the fastest partition would not have fitted (sim/planner.hpp)
-  const Plan plan =
-      f.schedule == "auto" ? plan_auto(a, r, memory_note) : sim::make_plan(r, &memory_note);
-  save_plan(plan, a.output);
+  std::function<void(const sim::ScheduleSearch&, const sim::PlanRequest&)> on_search;
+  if (!a.quiet) on_search = print_search;
+  // The memory note: when the fastest partition would not have fitted (sim/planner.hpp).
+  const sim::PlannedRequest planned =
+      sim::plan_with_options(a.flags, a.schedules, a.allow_oom, on_search);
+  save_plan(planned.plan, a.output);
   if (!a.quiet) {
-    const PlanContext ctx(plan, 0);
+    const PlanContext ctx(planned.plan, 0);
     std::fputs(plan_summary(ctx).c_str(), stdout);
-    if (!memory_note.empty()) std::printf("%s\n", memory_note.c_str());
+    if (!planned.memory_note.empty()) std::printf("%s\n", planned.memory_note.c_str());
     std::printf("wrote %s\n", a.output.c_str());
   }
 }

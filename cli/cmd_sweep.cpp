@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "studies/sweep/results.hpp"
 #include "studies/sweep/runner.hpp"
+#include "studies/sweep/sweep_options.hpp"
 
 namespace pipetwin::cli {
 
@@ -52,12 +53,7 @@ void install_signal_handlers() {
 }
 
 struct SweepArgs {
-  PlanFlags flags;  // every point's values of the fields the grid does not vary
-  std::string grid, output, shard;
-  int jobs = 0, top = 10, epochs = 1, micro_batch = 0;
-  int64_t limit = -1;
-  double alpha = -1;
-  long samples = 0;
+  sim::SweepOptions sweep;
   bool quiet = false;
   std::vector<std::string> merge_inputs;
   std::string merge_output;
@@ -100,30 +96,6 @@ class ProgressPrinter {
   int64_t last_done_ = -1;
 };
 
-// The point the grid varies: the flags' values.
-sim::PointConfig base_config(const SweepArgs& a) {
-  const PlanFlags& f = a.flags;
-  const int chunks = f.chunk_count();  // the flags checked in the order a user reads them
-  const int v = f.virtual_stage_count();
-  f.check_precision();
-  return {.model = f.model,
-          .cluster = f.cluster,
-          .stages = f.stages,
-          .chunks = chunks,
-          .schedule = f.schedule,
-          .virtual_stages = v,
-          .partitioner = f.partitioner,
-          .batch = f.batch,
-          .micro_batch = a.micro_batch,
-          .dp = f.dp,
-          .checkpoint = f.checkpoint_kind(),
-          .frozen = f.frozen,
-          .dtype = f.dtype,
-          .optimizer = f.optimizer,
-          .alpha = a.alpha,
-          .p2p = {}};
-}
-
 void print_best(const sim::SweepTable& all, const sim::SweepTable& best, const std::string& path) {
   size_t feasible = 0, fit = 0;
   const size_t fits = sim::csv_column(all.header, "fits", path);
@@ -165,31 +137,15 @@ void print_best(const sim::SweepTable& all, const sim::SweepTable& best, const s
 }
 
 void summarize(const std::string& csv, int top, bool quiet) {
-  const sim::SweepTable all = sim::load_sweep(csv);
-  const sim::SweepTable best = sim::best_points(all, static_cast<size_t>(std::max(top, 0)));
-  const std::string best_file = sim::best_path(csv);
-  sim::save_sweep(best, best_file);
-  if (!quiet) print_best(all, best, best_file);
+  const sim::BestPoints b = sim::save_best_points(csv, top);
+  if (!quiet) print_best(b.all, b.best, b.path);
 }
 
 void run_sweep_verb(const SweepArgs& a) {
-  if (a.grid.empty())
-    throw InputError("--grid is required (e.g. --grid 'stages=1,2,4;chunks=auto')");
-  if (a.output.empty()) throw InputError("-o/--output is required (the sweep CSV)");
-  if (a.jobs < 0) throw InputError(fmt::format("--jobs must not be negative ({} given)", a.jobs));
-  sim::SweepInputs in;
-  in.base = base_config(a);
-  in.profile_path = a.flags.profile;
-  in.catalog_dir = a.flags.catalog;
-  in.iterations = a.flags.iterations;
-  in.samples = a.samples;
-  in.epochs = a.epochs;
-  const sim::Sweep sweep(sim::Grid::parse(a.grid), in);
-  sim::RunOptions o;
-  o.output = a.output;
-  o.jobs = a.jobs;
-  if (!a.shard.empty()) std::tie(o.shard, o.shards) = sim::parse_shard(a.shard);
-  o.limit = a.limit;
+  const sim::SweepOptions& s = a.sweep;
+  const sim::SweepInputs in = s.inputs();
+  const sim::Sweep sweep(sim::Grid::parse(s.grid), in);
+  sim::RunOptions o = s.run_options();
   o.stop = &g_interrupted;
   ProgressPrinter printer(a.quiet);
   o.progress = [&printer](const sim::SweepProgress& p) { printer(p); };
@@ -209,13 +165,13 @@ void run_sweep_verb(const SweepArgs& a) {
   if (o.shards > 1) {
     if (!a.quiet) {
       std::printf("shard %d/%d: %lld points in %s; merge the shards with `pipetwin sweep merge`\n",
-                  o.shard, o.shards, static_cast<long long>(r.total), a.output.c_str());
+                  o.shard, o.shards, static_cast<long long>(r.total), s.output.c_str());
     }
     return;
   }
   if (!a.quiet && r.resumed > 0)
     std::printf("resumed: %lld points were already done\n", static_cast<long long>(r.resumed));
-  summarize(a.output, a.top, a.quiet);
+  summarize(s.output, s.top, a.quiet);
 }
 
 void run_merge(const SweepArgs& a) {
@@ -224,7 +180,7 @@ void run_merge(const SweepArgs& a) {
   if (!a.quiet)
     std::printf("merged %zu files: %zu points in %s\n", a.merge_inputs.size(), merged.rows.size(),
                 a.merge_output.c_str());
-  summarize(a.merge_output, a.top, a.quiet);
+  summarize(a.merge_output, a.sweep.top, a.quiet);
 }
 
 }  // namespace
@@ -232,28 +188,22 @@ void run_merge(const SweepArgs& a) {
 void add_sweep_command(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand("sweep", "Simulate every point of a grid of plans into a CSV");
-  cmd->add_option(
-      "--grid", a->grid,
-      "field=values;... fields: " + sim::knob_names() + "; values a,b or start:stop:step");
-  add_plan_flags(cmd, &a->flags, all_plan_flags());
-  cmd->add_option("--micro-batch", a->micro_batch,
-                  "samples per micro-batch: batch = micro-batch x chunks x dp (instead of -B)");
-  cmd->add_option("--alpha", a->alpha, "freeze rate: every point is also a whole elastic run");
-  cmd->add_option("--samples", a->samples, "elastic runs (alpha): samples per epoch");
-  cmd->add_option("--epochs", a->epochs, "elastic runs (alpha): epochs")->capture_default_str();
-  cmd->add_option("-j,--jobs", a->jobs, "worker threads (default: all cores)");
-  cmd->add_option("--shard", a->shard,
-                  "run shard i of n (0 <= i < n): the points with index % n == i");
-  cmd->add_option("--limit", a->limit,
-                  "compute at most this many new points, then stop (resumable)");
-  cmd->add_option("--top", a->top, "best points to print and write to <output>.best.csv")
-      ->capture_default_str();
+  using O = sim::SweepOption;
+  const auto add = [&](O option) {
+    const auto& spec = sim::sweep_option_spec(option);
+    add_option_spec(cmd, &a->sweep, spec, spec.help);
+  };
+  add(O::kGrid);
+  add_plan_flags(cmd, &a->sweep.plan, all_plan_flags());
+  for (O option : {O::kMicroBatch, O::kAlpha, O::kSamples, O::kEpochs, O::kJobs, O::kShard,
+                   O::kLimit, O::kTop})
+    add(option);
   cmd->add_flag("-q,--quiet", a->quiet, "no progress, no summary");
-  cmd->add_option("-o,--output", a->output, "sweep CSV (appended to and resumed if it exists)");
+  add(O::kOutput);
   CLI::App* merge = cmd->add_subcommand("merge", "Merge the CSVs of a sharded sweep into one");
   merge->add_option("inputs", a->merge_inputs, "shard CSVs")->required();
   merge->add_option("-o,--output", a->merge_output, "merged CSV")->required();
-  merge->add_option("--top", a->top, "best points to print and write")->capture_default_str();
+  merge->add_option("--top", a->sweep.top, "best points to print and write")->capture_default_str();
   merge->add_flag("-q,--quiet", a->quiet, "print nothing");
   merge->callback([a] { run_merge(*a); });
   cmd->callback([a, merge] {

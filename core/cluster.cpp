@@ -94,27 +94,46 @@ std::string Catalog::default_dir() {
   return (fs::path(PIPETWIN_DATA_DIR) / "hardware").string();
 }
 
+namespace {
+
+// <dir>/<kind>s.json ({"format": "pipetwin.<kind>s", "version": 1, "<kind>s": [...]}) read into
+// `out` by name, each entry through `from_json`; a name given twice is an InputError naming it.
+template <class Spec>
+void load_specs(const std::string& dir, const std::string& kind, Spec (*from_json)(const JsonView&),
+                std::map<std::string, Spec>& out) {
+  const std::string path = (fs::path(dir) / (kind + "s.json")).string();
+  const Json doc = load_json_file(path);
+  const JsonView v(doc, path);
+  v.check_format("pipetwin." + kind + "s", 1);
+  for (const auto& j : v.at(kind + "s").items()) {
+    Spec spec = from_json(j);
+    if (out.count(spec.name))
+      j.at("name").fail(fmt::format("duplicate {} \"{}\"", kind, spec.name));
+    out[spec.name] = std::move(spec);
+  }
+}
+
+// The entry `name` of `specs`, read from <dir>/<kind>s.json; an InputError naming `origin` and
+// where the name was looked for otherwise.
+template <class Spec>
+const Spec& find_spec(const std::map<std::string, Spec>& specs, const std::string& name,
+                      const std::string& origin, const std::string& kind, const std::string& dir) {
+  auto it = specs.find(name);
+  if (it == specs.end()) {
+    const std::string where =
+        dir.empty() ? "no catalog here: define it inline" : "not in " + dir + "/" + kind + "s.json";
+    throw InputError(fmt::format("{}: unknown {} \"{}\" ({})", origin, kind, name, where));
+  }
+  return it->second;
+}
+
+}  // namespace
+
 Catalog Catalog::load(const std::string& dir) {
   Catalog c;
   c.dir_ = dir;
-  const std::string dev_path = (fs::path(dir) / "devices.json").string();
-  const Json devs = load_json_file(dev_path);
-  const JsonView dv(devs, dev_path);
-  dv.check_format("pipetwin.devices", 1);
-  for (const auto& j : dv.at("devices").items()) {
-    DeviceSpec d = device_from_json(j);
-    if (c.devices_.count(d.name)) j.at("name").fail(fmt::format("duplicate device \"{}\"", d.name));
-    c.devices_[d.name] = std::move(d);
-  }
-  const std::string link_path = (fs::path(dir) / "links.json").string();
-  const Json links = load_json_file(link_path);
-  const JsonView lv(links, link_path);
-  lv.check_format("pipetwin.links", 1);
-  for (const auto& j : lv.at("links").items()) {
-    LinkSpec l = link_from_json(j);
-    if (c.links_.count(l.name)) j.at("name").fail(fmt::format("duplicate link \"{}\"", l.name));
-    c.links_[l.name] = std::move(l);
-  }
+  load_specs(dir, "device", device_from_json, c.devices_);
+  load_specs(dir, "link", link_from_json, c.links_);
   return c;
 }
 
@@ -124,23 +143,11 @@ const DeviceSpec* Catalog::find_device(const std::string& name) const {
 }
 
 const DeviceSpec& Catalog::device(const std::string& name, const std::string& origin) const {
-  auto it = devices_.find(name);
-  if (it == devices_.end()) {
-    const std::string where =
-        dir_.empty() ? "no catalog here: define it inline" : "not in " + dir_ + "/devices.json";
-    throw InputError(fmt::format("{}: unknown device \"{}\" ({})", origin, name, where));
-  }
-  return it->second;
+  return find_spec(devices_, name, origin, "device", dir_);
 }
 
 const LinkSpec& Catalog::link(const std::string& name, const std::string& origin) const {
-  auto it = links_.find(name);
-  if (it == links_.end()) {
-    const std::string where =
-        dir_.empty() ? "no catalog here: define it inline" : "not in " + dir_ + "/links.json";
-    throw InputError(fmt::format("{}: unknown link \"{}\" ({})", origin, name, where));
-  }
-  return it->second;
+  return find_spec(links_, name, origin, "link", dir_);
 }
 
 std::string Catalog::cluster_path(const std::string& name_or_path) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "core/cluster.hpp"
 #include "core/routes.hpp"
@@ -30,13 +31,12 @@ double hierarchical_allreduce_s(int nodes, int per_node, double bytes, double in
 }
 
 const char* algorithm_name(AllReduceAlgorithm a) {
-  switch (a) {
-    case AllReduceAlgorithm::kRing:
-      return "ring";
-    case AllReduceAlgorithm::kTree:
-      return "tree";
-    case AllReduceAlgorithm::kHierarchical:
-      return "hierarchical";
+  constexpr std::pair<AllReduceAlgorithm, const char*> kNames[] = {
+      {AllReduceAlgorithm::kRing, "ring"},
+      {AllReduceAlgorithm::kTree, "tree"},
+      {AllReduceAlgorithm::kHierarchical, "hierarchical"}};
+  for (const auto& [algorithm, name] : kNames) {
+    if (algorithm == a) return name;
   }
   return "?";
 }

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/schedule/generators.hpp"
+
 namespace pipetwin {
 
 double CompareRow::error() const {
@@ -208,6 +210,33 @@ std::string render_comparison(const Comparison& c) {
                      c.median_abs_iteration_error * 100, c.worst_abs_iteration_error * 100,
                      c.worst_iteration);
   return out + noise_verdict(c).text + "\n";
+}
+
+Comparison compare_runs(const Timeline& predicted, const std::vector<Timeline>& measured,
+                        const std::vector<Timeline>& also, double samples, int skip_first) {
+  int stages = 0;
+  for (const auto& e : predicted.events) stages = std::max(stages, e.action.stage + 1);
+  const bool async = !predicted.schedule.empty() && schedule_info(predicted.schedule).asynchronous;
+  std::vector<Metrics> runs, predictions{compute_metrics(predicted, stages, async, samples)};
+  for (const auto& t : measured) runs.push_back(compute_metrics(t, stages, async, samples));
+  for (const auto& t : also) predictions.push_back(compute_metrics(t, stages, async, samples));
+  const Repeats rep = repeats_of(runs, predictions);
+  Comparison c =
+      compare_timelines(predicted, measured[rep.median_run], stages, async, samples, skip_first);
+  c.spread = rep.runs;
+  c.predictions = rep.predictions;
+  return c;
+}
+
+Comparison compare_runs(const Metrics& predicted, const std::vector<Metrics>& measured,
+                        const std::vector<Metrics>& also, int skip_first) {
+  std::vector<Metrics> predictions{predicted};
+  predictions.insert(predictions.end(), also.begin(), also.end());
+  const Repeats rep = repeats_of(measured, predictions);
+  Comparison c = compare_metrics(predicted, measured[rep.median_run], skip_first);
+  c.spread = rep.runs;
+  c.predictions = rep.predictions;
+  return c;
 }
 
 }  // namespace pipetwin

@@ -83,6 +83,16 @@ Comparison compare_timelines(const Timeline& predicted, const Timeline& measured
                              bool async, double samples_per_step, int skip_first = 1);
 Comparison compare_metrics(const Metrics& predicted, const Metrics& measured, int skip_first = 1);
 
+// `pipetwin compare` of one plan's runs: the prediction against the median of the measured runs
+// (repeats_of), with the runs' spread and, given `also` (more predictions of the plan), the
+// predictions' spread. Over timelines the stages and whether the schedule is asynchronous come
+// from the predicted timeline, and `samples_per_step` prices throughput; `measured` is not empty.
+Comparison compare_runs(const Timeline& predicted, const std::vector<Timeline>& measured,
+                        const std::vector<Timeline>& also, double samples_per_step,
+                        int skip_first = 1);
+Comparison compare_runs(const Metrics& predicted, const std::vector<Metrics>& measured,
+                        const std::vector<Metrics>& also, int skip_first = 1);
+
 // What the spreads say of the error: the last line of render_comparison, and the verdict of
 // each prediction/measurement group in `pipetwin report`.
 struct NoiseVerdict {

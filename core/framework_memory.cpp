@@ -188,8 +188,7 @@ FrameworkCatalog FrameworkCatalog::from_devices(std::map<std::string, FrameworkM
 }
 
 FrameworkCatalog FrameworkCatalog::load(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return framework_catalog_from_json(JsonView(doc, path));
+  return load_json_as(path, framework_catalog_from_json);
 }
 
 FrameworkCatalog FrameworkCatalog::load_dir(const std::string& hardware_dir) {

@@ -160,6 +160,27 @@ int JsonView::int32_or(std::string_view key, int fallback) const {
   return member_or(*this, key, fallback, &JsonView::as_int32);
 }
 
+namespace {
+
+// A value below `min` (0 or 1) at `node`: "must not be negative (-1 given)", "must be positive (0
+// given)".
+template <class Int>
+Int at_least(const JsonView& node, Int v, Int min) {
+  if (v < min && min > 0) node.fail(fmt::format("must be positive ({} given)", v));
+  if (v < min) node.fail(fmt::format("must not be negative ({} given)", v));
+  return v;
+}
+
+}  // namespace
+
+int64_t JsonView::integer_at_least(std::string_view key, int64_t min) const {
+  return at_least(at(key), integer(key), min);
+}
+
+int JsonView::int32_at_least(std::string_view key, int min) const {
+  return at_least(at(key), int32(key), min);
+}
+
 std::string JsonView::as_string() const {
   if (!node_->is_string()) fail(fmt::format("expected a string, got {}", describe()));
   return node_->get<std::string>();
@@ -211,6 +232,10 @@ Json json_document(std::string_view format, int version) {
 }
 
 void JsonView::allow_only(std::initializer_list<std::string_view> allowed) const {
+  allow_only(std::vector<std::string_view>(allowed));
+}
+
+void JsonView::allow_only(const std::vector<std::string_view>& allowed) const {
   for (const auto& key : keys()) {
     bool ok = false;
     for (auto a : allowed) ok = ok || a == key;
@@ -308,6 +333,10 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 
 std::string dump_json(const Json& doc) {
   return doc.dump(2) + "\n";
+}
+
+void save_json_file(const std::string& path, const Json& doc) {
+  write_file_atomic(path, dump_json(doc));
 }
 
 }  // namespace pipetwin

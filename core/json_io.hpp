@@ -57,6 +57,10 @@ class JsonView {
   int64_t integer(std::string_view key) const { return at(key).as_int(); }
   int int32(std::string_view key) const { return at(key).as_int32(); }
   int int32_or(std::string_view key, int fallback) const;
+  // An integer member of at least `min`, 0 or 1: "must not be negative (-1 given)", "must be
+  // positive (0 given)".
+  int64_t integer_at_least(std::string_view key, int64_t min) const;
+  int int32_at_least(std::string_view key, int min) const;
   std::string string(std::string_view key) const { return at(key).as_string(); }
   double nonneg_or(std::string_view key, double fallback) const;
   double positive_or(std::string_view key, double fallback) const;
@@ -68,6 +72,7 @@ class JsonView {
   int check_format(std::string_view format, int max_version) const;
   // Rejects members not in `allowed`, naming the first unknown one.
   void allow_only(std::initializer_list<std::string_view> allowed) const;
+  void allow_only(const std::vector<std::string_view>& allowed) const;
 
   [[noreturn]] void fail(std::string_view what) const;
 
@@ -86,6 +91,14 @@ class JsonView {
 // header that JsonView::check_format reads back.
 Json json_document(std::string_view format, int version);
 
+// A JSON array of `items`, each written by `to_json`.
+template <class Items, class ToJson>
+Json json_array(const Items& items, ToJson&& to_json) {
+  Json out = Json::array();
+  for (const auto& item : items) out.push_back(to_json(item));
+  return out;
+}
+
 // Reads and parses a JSON file; a missing file or a syntax error is an InputError naming the
 // file (and the line and column of a syntax error).
 Json load_json_file(const std::string& path);
@@ -97,6 +110,17 @@ Json parse_json_text(std::string_view text, const std::string& origin);
 
 // Writes `content` to `path` atomically (temp file in the same folder, fsync, rename).
 void write_file_atomic(const std::string& path, std::string_view content);
+
+// A file of one of pipetwin's formats, read as every loader reads it: parsed (load_json_file) and
+// handed, viewed with its path as the origin, to `from_json` (plan_from_json, profile_from_json,
+// ...), whose result is returned.
+template <class FromJson>
+auto load_json_as(const std::string& path, FromJson&& from_json) {
+  const Json doc = load_json_file(path);
+  return from_json(JsonView(doc, path));
+}
+// A document written as every pipetwin file is: dump_json, through write_file_atomic.
+void save_json_file(const std::string& path, const Json& doc);
 
 // Deterministic pretty rendering used for every JSON file pipetwin writes.
 std::string dump_json(const Json& doc);

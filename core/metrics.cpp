@@ -292,12 +292,11 @@ Metrics metrics_from_json(const JsonView& doc) {
 }
 
 void save_metrics(const Metrics& m, const std::string& path) {
-  write_file_atomic(path, dump_json(metrics_to_json(m)));
+  save_json_file(path, metrics_to_json(m));
 }
 
 Metrics load_metrics(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return metrics_from_json(JsonView(doc, path));
+  return load_json_as(path, metrics_from_json);
 }
 
 }  // namespace pipetwin

@@ -203,12 +203,11 @@ Plan plan_from_json(const JsonView& doc) {
 }
 
 Plan load_plan(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return plan_from_json(JsonView(doc, path));
+  return load_json_as(path, plan_from_json);
 }
 
 void save_plan(const Plan& plan, const std::string& path) {
-  write_file_atomic(path, dump_json(plan_to_json(plan)));
+  save_json_file(path, plan_to_json(plan));
 }
 
 int schedule_default_iterations(const std::string& schedule, int num_stages) {

@@ -222,12 +222,11 @@ Json profile_to_json(const Profile& p) {
 }
 
 Profile load_profile(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return profile_from_json(JsonView(doc, path));
+  return load_json_as(path, profile_from_json);
 }
 
 void save_profile(const Profile& profile, const std::string& path) {
-  write_file_atomic(path, dump_json(profile_to_json(profile)));
+  save_json_file(path, profile_to_json(profile));
 }
 
 }  // namespace pipetwin

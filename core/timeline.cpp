@@ -140,8 +140,7 @@ void save_timeline(const Timeline& t, const std::string& path) {
 }
 
 Timeline load_timeline(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return timeline_from_chrome_trace(JsonView(doc, path));
+  return load_json_as(path, timeline_from_chrome_trace);
 }
 
 }  // namespace pipetwin

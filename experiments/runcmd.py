@@ -39,3 +39,15 @@ def write_csv(path, rows):
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def write_results(out, rows, columns, cells, summary):
+    """OUT/validation.csv (`rows`) and OUT/validation.md: a Markdown table of `columns`, one line
+    per row (`cells(row)`: its cells as text), then the `summary` text."""
+    os.makedirs(out, exist_ok=True)
+    write_csv(os.path.join(out, "validation.csv"), rows)
+    with open(os.path.join(out, "validation.md"), "w") as f:
+        f.write("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(cells(r)) + " |\n")
+        f.write(summary)

@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 
-from runcmd import arg_parser, median_worst, sh, write_csv
+from runcmd import arg_parser, median_worst, sh, write_results
 
 
 def iteration_time(path, key):
@@ -175,21 +175,19 @@ def main():
                           f"({r['steady_rounds']} of {r['rounds']} steady)", flush=True)
     median, worst = median_worst(rows, "error_pct")
     warm_median, warm_worst = median_worst(rows, "error_no_cold_pct")
-    os.makedirs(args.out, exist_ok=True)
-    write_csv(os.path.join(args.out, "validation.csv"), rows)
-    with open(os.path.join(args.out, "validation.md"), "w") as f:
-        f.write("| model | schedule | M | predicted | measured | error | noise band | without cold starts |\n"
-                "|---|---|---|---|---|---|---|---|\n")
-        for r in rows:
-            f.write(f"| {r['model']} | {r['schedule']} | {r['M']} | {r['predicted_ms']} ms | "
-                    f"{r['measured_ms']} ms | {r['error_pct']:+.1f}% | +-{r['noise_pct']:.1f}% | "
-                    f"{r['error_no_cold_pct']:+.1f}% |\n")
-        f.write(f"\nmedian |error| {median:.1f}%, worst {worst:.1f}%; without cold starts median "
-                f"{warm_median:.1f}%, worst {warm_worst:.1f}%\n")
-        unsteady = [r for r in rows if not r["host_steady"]]
-        if unsteady:
-            f.write(f"{len(unsteady)} point(s) whose median round did not hold still (host speed drifted by more than "
-                    f"{100 * args.max_drift:.0f}% across every run)\n")
+    summary = (f"\nmedian |error| {median:.1f}%, worst {worst:.1f}%; without cold starts median "
+               f"{warm_median:.1f}%, worst {warm_worst:.1f}%\n")
+    unsteady = [r for r in rows if not r["host_steady"]]
+    if unsteady:
+        summary += (f"{len(unsteady)} point(s) whose median round did not hold still (host speed drifted by "
+                    f"more than {100 * args.max_drift:.0f}% across every run)\n")
+    write_results(args.out, rows,
+                  ["model", "schedule", "M", "predicted", "measured", "error", "noise band",
+                   "without cold starts"],
+                  lambda r: [r["model"], r["schedule"], str(r["M"]), f"{r['predicted_ms']} ms",
+                             f"{r['measured_ms']} ms", f"{r['error_pct']:+.1f}%", f"+-{r['noise_pct']:.1f}%",
+                             f"{r['error_no_cold_pct']:+.1f}%"],
+                  summary)
     print(f"median |error| {median:.1f}%, worst {worst:.1f}% over {len(rows)} runs "
           f"(targets: median <= 5%, worst <= 10%); without cold starts median {warm_median:.1f}%, "
           f"worst {warm_worst:.1f}%")

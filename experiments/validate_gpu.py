@@ -35,7 +35,7 @@ import tarfile
 import tempfile
 import time
 
-from runcmd import HERE, arg_parser, median_worst, sh, write_csv
+from runcmd import HERE, arg_parser, median_worst, sh, write_results
 
 
 def load(path):
@@ -145,17 +145,15 @@ def action_errors(cmp):
 def write_tables(args, rows):
     median, worst = median_worst(rows, "error_pct")
     mem = [abs(r["memory_error_pct"]) for r in rows]
-    write_csv(os.path.join(args.out, "validation.csv"), rows)
-    with open(os.path.join(args.out, "validation.md"), "w") as f:
-        f.write("| model | schedule | K | M | predicted | measured | error | noise band | peak memory "
-                "(pred / meas) | per action kind (median over stages) |\n|---|---|---|---|---|---|---|---|---|---|\n")
-        for r in rows:
-            f.write(f"| {r['model']} | {r['schedule']} | {r['K']} | {r['M']} | {r['predicted_ms']} ms | "
-                    f"{r['measured_ms']} ms | {r['error_pct']:+.1f}% | +-{r['noise_pct']:.1f}% | "
-                    f"{r['peak_memory_predicted_mib']:.0f} / {r['peak_memory_measured_mib']:.0f} MiB "
-                    f"({r['memory_error_pct']:+.1f}%) | {r['action_errors']} |\n")
-        f.write(f"\n{args.dtype}, {len(rows)} points: median |error| {median:.1f}%, worst {worst:.1f}%; "
-                f"peak memory median |error| {statistics.median(mem):.1f}%, worst {max(mem):.1f}%\n")
+    write_results(args.out, rows,
+                  ["model", "schedule", "K", "M", "predicted", "measured", "error", "noise band",
+                   "peak memory (pred / meas)", "per action kind (median over stages)"],
+                  lambda r: [r["model"], r["schedule"], str(r["K"]), str(r["M"]), f"{r['predicted_ms']} ms",
+                             f"{r['measured_ms']} ms", f"{r['error_pct']:+.1f}%", f"+-{r['noise_pct']:.1f}%",
+                             f"{r['peak_memory_predicted_mib']:.0f} / {r['peak_memory_measured_mib']:.0f} MiB "
+                             f"({r['memory_error_pct']:+.1f}%)", r["action_errors"]],
+                  f"\n{args.dtype}, {len(rows)} points: median |error| {median:.1f}%, worst {worst:.1f}%; "
+                  f"peak memory median |error| {statistics.median(mem):.1f}%, worst {max(mem):.1f}%\n")
     print(f"median |error| {median:.1f}%, worst {worst:.1f}% over {len(rows)} points (targets: median <= 5%, "
           f"worst <= 10%); peak memory median {statistics.median(mem):.1f}%, worst {max(mem):.1f}%")
     return 0 if median <= 5 and worst <= 10 else 3

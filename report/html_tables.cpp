@@ -8,31 +8,25 @@
 
 namespace pipetwin::report {
 
-std::string html_escape(std::string_view s) {
+std::string replace_chars(std::string_view s,
+                          std::initializer_list<std::pair<char, std::string_view>> replacements) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
+    const auto* r = std::find_if(replacements.begin(), replacements.end(),
+                                 [c](const auto& pair) { return pair.first == c; });
+    if (r == replacements.end()) {
+      out += c;
+    } else {
+      out += r->second;
     }
   }
   return out;
+}
+
+std::string html_escape(std::string_view s) {
+  return replace_chars(
+      s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
 }
 
 std::string fmt_seconds(double s) {

@@ -9,9 +9,11 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/compare.hpp"
@@ -22,6 +24,9 @@
 namespace pipetwin::report {
 
 // Escapes & < > " ' for text and attribute values.
+// `s` with every character that `replacements` names replaced by its text.
+std::string replace_chars(std::string_view s,
+                          std::initializer_list<std::pair<char, std::string_view>> replacements);
 std::string html_escape(std::string_view s);
 
 // Human units: "12.3 ms", "1.50 GiB", "45.6 %", "3.21k".

@@ -164,6 +164,18 @@ struct Scanner {
     out.warnings.push_back(fmt::format("{}: {}; skipped", rel, why));
   }
 
+  // A run member's file (`what`: "a measured timeline", "predicted metrics"); a second one for
+  // the same member is warned about and skipped.
+  template <class File>
+  void place(std::optional<File>& slot, File f, const RunName& n, Role role,
+             const std::string& what) {
+    if (slot) {
+      warn(f.path, fmt::format("{} already has {} ({})", who(n, role), what, slot->path));
+      return;
+    }
+    slot = std::move(f);
+  }
+
   Role role_of(const RunName& n, const std::string& source) const {
     if (n.role) return *n.role;
     return source == "simulated" ? kPredicted : kMeasured;
@@ -183,26 +195,16 @@ struct Scanner {
       f.gantt = gantt_from_chrome_trace(view, options.max_events);
     }
     const Role role = role_of(n, f.gantt.source);
-    auto& slot = member(n, role).timeline;
-    if (slot) {
-      warn(rel, fmt::format("{} already has a {} timeline ({})", who(n, role), role_name(role),
-                            slot->path));
-      return;
-    }
-    slot = std::move(f);
+    place(member(n, role).timeline, std::move(f), n, role,
+          fmt::format("a {} timeline", role_name(role)));
   }
 
   void add_metrics(const std::string& rel, const Json& doc) {
     const RunName n = parse_run_name(rel);
     MetricsFile f{rel, false, metrics_from_json(JsonView(doc, rel))};
     const Role role = role_of(n, f.metrics.source);
-    auto& slot = member(n, role).metrics;
-    if (slot) {
-      warn(rel, fmt::format("{} already has {} metrics ({})", who(n, role), role_name(role),
-                            slot->path));
-      return;
-    }
-    slot = std::move(f);
+    place(member(n, role).metrics, std::move(f), n, role,
+          fmt::format("{} metrics", role_name(role)));
   }
 
   void add_json(const std::string& path, const std::string& rel) {

@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 
 #include "core/collective.hpp"
+#include "core/error.hpp"
+#include "core/json_io.hpp"
 #include "core/memory_pools.hpp"
-#include "core/schedule/generators.hpp"
-#include "core/schedule/weight_versions.hpp"
 #include "core/routes.hpp"
+#include "core/schedule/generators.hpp"
+#include "core/schedule/limits.hpp"
+#include "core/schedule/weight_versions.hpp"
 
 namespace pipetwin::sim {
 
@@ -229,51 +232,64 @@ void PipelineSimulator::cold_starts() {
   }
 }
 
-double PipelineSimulator::shared_duration(int id) const {
+// A stage's compute times as one simulation reads them: alone on its core, or while a device
+// sharing the core works too (the *_shared_s fields).
+struct ComputeTimes {
+  double StageCost::*forward;
+  double StageCost::*backward;
+  double StageCost::*backward_weight;
+  double StageCost::*recompute;
+  double StageCost::*optimizer;
+  double StageCost::*optimizer_new_version;
+};
+
+namespace {
+
+constexpr ComputeTimes kAlone{&StageCost::forward_s,         &StageCost::backward_s,
+                              &StageCost::backward_weight_s, &StageCost::recompute_s,
+                              &StageCost::optimizer_s,       &StageCost::optimizer_new_version_s};
+constexpr ComputeTimes kShared{
+    &StageCost::forward_shared_s,         &StageCost::backward_shared_s,
+    &StageCost::backward_weight_shared_s, &StageCost::recompute_shared_s,
+    &StageCost::optimizer_shared_s,       &StageCost::optimizer_new_version_shared_s};
+
+}  // namespace
+
+std::optional<double> PipelineSimulator::compute_duration(int id, const ComputeTimes& t) const {
   const Action& a = schedule_.action(id);
   const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
   switch (a.op) {
     case Op::kForward:
-      return slowdown(id) * st.forward_shared_s;
+      return slowdown(id) * st.*t.forward;
     case Op::kBackward:
-      return slowdown(id) * st.backward_shared_s;
+      return slowdown(id) * st.*t.backward;
     case Op::kBackwardInput:
-      return slowdown(id) * (st.backward_shared_s - st.backward_weight_shared_s);
+      return slowdown(id) * (st.*t.backward - st.*t.backward_weight);
     case Op::kBackwardWeight:
-      return slowdown(id) * st.backward_weight_shared_s;
+      return slowdown(id) * st.*t.backward_weight;
     case Op::kRecompute:
-      return slowdown(id) * st.recompute_shared_s;
+      return slowdown(id) * st.*t.recompute;
     case Op::kOptimizerStep:
-      return slowdown(id) *
-             (new_version_step(id) ? st.optimizer_new_version_shared_s : st.optimizer_shared_s);
+      return slowdown(id) * (new_version_step(id) ? st.*t.optimizer_new_version : st.*t.optimizer);
     default:
-      return duration(id);
+      return std::nullopt;
   }
 }
 
+double PipelineSimulator::shared_duration(int id) const {
+  const auto shared = compute_duration(id, kShared);
+  return shared ? *shared : duration(id);
+}
+
 double PipelineSimulator::duration(int id) const {
+  if (const auto compute = compute_duration(id, kAlone)) return *compute;
   const Action& a = schedule_.action(id);
-  const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
-  switch (a.op) {
-    case Op::kForward:
-      return slowdown(id) * st.forward_s;
-    case Op::kBackward:
-      return slowdown(id) * st.backward_s;
-    case Op::kBackwardInput:
-      return slowdown(id) * (st.backward_s - st.backward_weight_s);
-    case Op::kBackwardWeight:
-      return slowdown(id) * st.backward_weight_s;
-    case Op::kRecompute:
-      return slowdown(id) * st.recompute_s;
-    case Op::kOptimizerStep:
-      return slowdown(id) * (new_version_step(id) ? st.optimizer_new_version_s : st.optimizer_s);
-    case Op::kSend:
-    case Op::kRecv: {
-      const Copy c = copy_of(ctx_, schedule_, id);
-      return ctx_.cost.transfer_s(c.bytes, c.from, c.to);
-    }
-    case Op::kAllReduce:
-      return ctx_.cost.allreduce_s(bucket_bytes(ctx_, a), ring_of(ctx_, schedule_, id));
+  if (a.op == Op::kSend || a.op == Op::kRecv) {
+    const Copy c = copy_of(ctx_, schedule_, id);
+    return ctx_.cost.transfer_s(c.bytes, c.from, c.to);
+  }
+  if (a.op == Op::kAllReduce) {
+    return ctx_.cost.allreduce_s(bucket_bytes(ctx_, a), ring_of(ctx_, schedule_, id));
   }
   return 0;
 }
@@ -347,6 +363,18 @@ SimResult simulate_plan(const PlanContext& context, const Schedule& custom,
                         const std::string& origin) {
   PipelineSimulator sim(context, CompiledSchedule(custom, origin));
   return sim.run();
+}
+
+SimResult simulate_checked(const PlanContext& context, const std::string& origin,
+                           const std::string& schedule_file) {
+  try {
+    check_action_limit(context.plan.schedule, context.shape);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin, e.what()));
+  }
+  if (schedule_file.empty()) return simulate_plan(context);
+  const Json doc = load_json_file(schedule_file);
+  return simulate_plan(context, schedule_from_json(JsonView(doc, schedule_file)), schedule_file);
 }
 
 }  // namespace pipetwin::sim

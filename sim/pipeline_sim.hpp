@@ -24,6 +24,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct SimResult {
   }
 };
 
+// Which of a stage's compute times a run reads (pipeline_sim.cpp): alone, or shared.
+struct ComputeTimes;
+
 class PipelineSimulator {
  public:
   // `context` must outlive the simulator.
@@ -73,6 +77,8 @@ class PipelineSimulator {
   void serialize_backward();  // one backward at a time per sharing group (serial_backward)
   double duration(int id) const;
   double shared_duration(int id) const;  // while a device sharing the compute core works too
+  // A compute action's time from `times` (alone or shared); none for a transfer or an all-reduce.
+  std::optional<double> compute_duration(int id, const ComputeTimes& times) const;
   double slowdown(int id) const { return slowdown_[static_cast<size_t>(schedule_.device(id))]; }
   // An optimizer step that writes a new weight version (core/schedule/weight_versions.hpp).
   bool new_version_step(int id) const {
@@ -92,6 +98,11 @@ class PipelineSimulator {
 SimResult simulate_plan(const PlanContext& context);
 SimResult simulate_plan(const PlanContext& context, const Schedule& custom,
                         const std::string& origin);
+// `pipetwin simulate --plan`: the action limit checked up front (core/schedule/limits.hpp; its
+// InputError names `origin`, the plan's file), then the plan's schedule, or the schedule JSON at
+// `schedule_file` when one is given, simulated.
+SimResult simulate_checked(const PlanContext& context, const std::string& origin,
+                           const std::string& schedule_file);
 // The plan's schedule simulated, its memory walked with the run's times (memory_in_run).
 MemoryWalk simulate_memory_in_run(const PlanContext& context);
 

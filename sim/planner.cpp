@@ -32,6 +32,18 @@ double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
   return (a > 0 && b > 0) ? a / b : 1.0;
 }
 
+Plan reprice(Plan plan, Profile p, const std::string& origin) {
+  if (p.num_layers() != plan.profile.num_layers() || p.model != plan.profile.model) {
+    throw InputError(fmt::format(
+        "{}: model: a profile of {} ({} layers), but the plan's profile is of {} ({} layers)",
+        origin, p.model, p.num_layers(), plan.profile.model, plan.profile.num_layers()));
+  }
+  const Catalog catalog = Catalog::load(Catalog::default_dir());
+  plan.compute_scale = resolve_compute_scale(p, plan.cluster, &catalog);
+  plan.profile = std::move(p);
+  return plan;
+}
+
 Plan base_plan(PlanRequest r) {
   const double scale = r.compute_scale > 0 ? r.compute_scale
                                            : resolve_compute_scale(r.profile, r.cluster, r.catalog);

@@ -66,6 +66,12 @@ struct PlanRequest {
 double resolve_compute_scale(const Profile& profile, const Cluster& cluster,
                              const Catalog* catalog);
 
+// The plan with its layers priced by `profile`, the same model measured again (`simulate --plan P
+// --profile F`, F read from `origin`): the compute scale resolved again against the default
+// catalog. An InputError naming `origin` when the profile is of another model or another number
+// of layers than the plan's.
+Plan reprice(Plan plan, Profile profile, const std::string& origin);
+
 // A request read once: what the planner decides from the request alone, before anything is
 // partitioned. make_plan() resolves its request first and reads this from then on.
 struct ResolvedRequest {

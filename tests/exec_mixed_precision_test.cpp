@@ -394,7 +394,11 @@ TEST_F(DtypeCli, UnknownDtypeAndCpuFloat16AreOneLineAndWriteNothing) {
   testing::expect_refused(
       fmt::format("{}/pipetwin run --plan {} --iterations 1 --metrics {} ", bin, plan, metrics),
       {{"--dtype float8",
-        "--dtype: unknown dtype \"float8\" (known: float32, bfloat16, float16, float64)"},
+        "--dtype: unknown dtype \"float8\" (known: float32, tfloat32, float16, bfloat16, "
+        "float64)"},
+       {"--dtype tfloat32",
+        "--dtype: the executor does not train in tfloat32 (it trains in: float32, float16, "
+        "bfloat16, float64)"},
        {"--dtype float16", "--dtype float16: float16 autocast needs --device cuda"},
        {"--dtype float16 --device cpu", "--dtype float16: float16 autocast needs --device cuda"},
        {"--dtype bfloat16 --float64", "--float64: means --dtype float64, but --dtype is bfloat16"}},

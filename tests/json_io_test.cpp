@@ -208,6 +208,33 @@ TEST(JsonView, AllowOnlyNamesTheFirstUnknownField) {
   EXPECT_NO_THROW(v.at("inner").allow_only({"a", "b", "colour", "size"}));
 }
 
+TEST(JsonView, IntegersOfAtLeastZeroOrOne) {
+  const Json doc = doc_of(R"({"k": 4, "zero": 0, "neg": -3})");
+  const JsonView v(doc, "f.json");
+  EXPECT_EQ(v.int32_at_least("k", 1), 4);
+  EXPECT_EQ(v.integer_at_least("zero", 0), 0);
+  EXPECT_EQ(input_error([&] { v.int32_at_least("zero", 1); }),
+            "f.json: zero: must be positive (0 given)");
+  EXPECT_EQ(input_error([&] { v.integer_at_least("neg", 0); }),
+            "f.json: neg: must not be negative (-3 given)");
+}
+
+TEST(LoadJsonAs, ReadsTheFileThroughTheReaderWithItsPathAsOrigin) {
+  test::TempDir dir;
+  const std::string path = dir.file("n.json");
+  save_json_file(path, Json{{"n", 3}, {"list", Json::array({1, 2})}});
+  EXPECT_EQ(load_json_as(path, [](const JsonView& v) { return v.int32("n"); }), 3);
+  EXPECT_EQ(
+      input_error([&] { load_json_as(path, [](const JsonView& v) { return v.string("n"); }); }),
+      path + ": n: expected a string, got 3");
+  EXPECT_EQ(json_array(std::vector<int>{1, 2},
+                       [](int i) {
+                         return Json{{"i", i}};
+                       }),
+            Json::parse(R"([{"i": 1}, {"i": 2}])"));
+  EXPECT_EQ(json_array(std::vector<int>{}, [](int i) { return Json(i); }), Json::array());
+}
+
 TEST(LoadJsonFile, ParsesAFile) {
   test::TempDir dir;
   const std::string path = dir.file("ok.json");

@@ -241,6 +241,23 @@ TEST_F(EntryFiles, ABadFieldNamesFileJsonPathAndValue) {
               StartsWith(path("pipedream-entry.json") + ": batch_scale: unknown field (known: "));
 }
 
+TEST_F(EntryFiles, AnUnknownMemberIsNamedWithTheKnownOnesInTheFilesOrder) {
+  set("torchgpipe-entry.json", "/memory/notes/extra", "x");
+  EXPECT_EQ(error("torchgpipe"), path("torchgpipe-entry.json") +
+                                     ": memory.notes.extra: unknown field (known: usage, "
+                                     "naive_fits, fits, naive_on_one, largest, deepest)");
+  set("epfl-entry.json", "/extra", 1);
+  EXPECT_EQ(error("epfl"), path("epfl-entry.json") +
+                               ": extra: unknown field (known: format, version, about, title, "
+                               "reference, citation, devices, forward_ms, backward_ms, input_kb, "
+                               "saved_kb, iterations, tables, notes, assumptions)");
+  // A member every entry needs is required.
+  Json doc = load_json_file(path("ftpipe-entry.json"));
+  doc["figures"].erase("volume");
+  write_file_atomic(path("ftpipe-entry.json"), dump_json(doc));
+  EXPECT_THAT(error("ftpipe"), StartsWith(path("ftpipe-entry.json") + ": figures"));
+}
+
 TEST_F(EntryFiles, BadClustersSchedulesAndFormatsAreNamed) {
   set("pipetransformer-entry.json", "/cluster", "pipetransformer-3x8");
   EXPECT_THAT(error("pipetransformer"),

@@ -1,5 +1,9 @@
 #include "core/elastic/epoch_log.hpp"
 
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace pipetwin::elastic {
@@ -18,20 +22,11 @@ EpochRecord record_from_json(const JsonView& j) {
                 "compute_s", "transition_s", "time_s", "throughput_samples_per_s", "loss",
                 "accuracy", "cache_stats"});
   EpochRecord r;
-  auto positive_int = [&](const char* key) {
-    const int v = j.int32(key);
-    if (v < 1) j.at(key).fail(fmt::format("must be positive ({} given)", v));
-    return v;
-  };
-  r.epoch = j.int32("epoch");
-  if (r.epoch < 0) j.at("epoch").fail(fmt::format("must not be negative ({} given)", r.epoch));
-  r.frozen_layers = j.int32("frozen_layers");
-  if (r.frozen_layers < 0) {
-    j.at("frozen_layers").fail(fmt::format("must not be negative ({} given)", r.frozen_layers));
-  }
-  r.K = positive_int("K");
-  r.dp = positive_int("dp");
-  r.chunks = positive_int("chunks");
+  r.epoch = j.int32_at_least("epoch", 0);
+  r.frozen_layers = j.int32_at_least("frozen_layers", 0);
+  r.K = j.int32_at_least("K", 1);
+  r.dp = j.int32_at_least("dp", 1);
+  r.chunks = j.int32_at_least("chunks", 1);
   r.cache = j.bool_or("cache", false);
   r.steps = static_cast<long>(j.integer("steps"));
   r.samples = static_cast<long>(j.integer("samples"));
@@ -52,35 +47,41 @@ std::string optional_cell(const std::optional<double>& v) {
 
 }  // namespace
 
+namespace {
+
+// CacheCounts' members by their JSON names, in the file's order: the one list its reader and its
+// writer walk.
+constexpr std::pair<const char*, long CacheCounts::*> kCacheCounts[] = {
+    {"hits", &CacheCounts::hits},
+    {"stale", &CacheCounts::stale},
+    {"misses", &CacheCounts::misses},
+    {"shared_reads", &CacheCounts::shared_reads}};
+constexpr std::pair<const char*, double CacheCounts::*> kCacheBytes[] = {
+    {"memory_read_bytes", &CacheCounts::memory_read_bytes},
+    {"disk_read_bytes", &CacheCounts::disk_read_bytes},
+    {"memory_write_bytes", &CacheCounts::memory_write_bytes},
+    {"disk_write_bytes", &CacheCounts::disk_write_bytes}};
+
+}  // namespace
+
 CacheCounts cache_counts_from_json(const JsonView& j) {
-  j.allow_only({"hits", "stale", "misses", "shared_reads", "memory_read_bytes", "disk_read_bytes",
-                "memory_write_bytes", "disk_write_bytes"});
-  auto count = [&](const char* key) {
-    const long v = static_cast<long>(j.integer(key));
-    if (v < 0) j.at(key).fail(fmt::format("must not be negative ({} given)", v));
-    return v;
-  };
+  std::vector<std::string_view> known;
+  for (const auto& [key, member] : kCacheCounts) known.emplace_back(key);
+  for (const auto& [key, member] : kCacheBytes) known.emplace_back(key);
+  j.allow_only(known);
   CacheCounts c;
-  c.hits = count("hits");
-  c.stale = count("stale");
-  c.misses = count("misses");
-  c.shared_reads = count("shared_reads");
-  c.memory_read_bytes = j.nonneg("memory_read_bytes");
-  c.disk_read_bytes = j.nonneg("disk_read_bytes");
-  c.memory_write_bytes = j.nonneg("memory_write_bytes");
-  c.disk_write_bytes = j.nonneg("disk_write_bytes");
+  for (const auto& [key, member] : kCacheCounts) {
+    c.*member = static_cast<long>(j.integer_at_least(key, 0));
+  }
+  for (const auto& [key, member] : kCacheBytes) c.*member = j.nonneg(key);
   return c;
 }
 
 Json cache_counts_to_json(const CacheCounts& c) {
-  return {{"hits", c.hits},
-          {"stale", c.stale},
-          {"misses", c.misses},
-          {"shared_reads", c.shared_reads},
-          {"memory_read_bytes", c.memory_read_bytes},
-          {"disk_read_bytes", c.disk_read_bytes},
-          {"memory_write_bytes", c.memory_write_bytes},
-          {"disk_write_bytes", c.disk_write_bytes}};
+  Json j = Json::object();
+  for (const auto& [key, member] : kCacheCounts) j[key] = c.*member;
+  for (const auto& [key, member] : kCacheBytes) j[key] = c.*member;
+  return j;
 }
 
 void complete_epoch_row(EpochRecord& row) {
@@ -98,8 +99,7 @@ Json epoch_log_to_json(const EpochLog& log) {
   Json doc = json_document(kFormat, kVersion);
   doc["source"] = log.source;
   doc["model"] = log.model;
-  Json epochs = Json::array();
-  for (const auto& e : log.epochs) {
+  doc["epochs"] = json_array(log.epochs, [](const EpochRecord& e) {
     Json j;
     j["epoch"] = e.epoch;
     j["frozen_layers"] = e.frozen_layers;
@@ -116,9 +116,8 @@ Json epoch_log_to_json(const EpochLog& log) {
     if (e.loss) j["loss"] = *e.loss;
     if (e.accuracy) j["accuracy"] = *e.accuracy;
     if (e.cache_stats) j["cache_stats"] = cache_counts_to_json(*e.cache_stats);
-    epochs.push_back(j);
-  }
-  doc["epochs"] = epochs;
+    return j;
+  });
   return doc;
 }
 
@@ -151,8 +150,7 @@ void save_epoch_log(const EpochLog& log, const std::string& path) {
 }
 
 EpochLog load_epoch_log(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return epoch_log_from_json(JsonView(doc, path));
+  return load_json_as(path, epoch_log_from_json);
 }
 
 }  // namespace pipetwin::elastic

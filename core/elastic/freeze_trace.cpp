@@ -104,8 +104,7 @@ FreezeTrace freeze_trace_from_json(const JsonView& doc) {
   doc.allow_only({"format", "version", "model", "layers", "alpha", "source", "events"});
   FreezeTrace t;
   t.model = doc.string_or("model", "");
-  t.layers = doc.int32("layers");
-  if (t.layers < 1) doc.at("layers").fail(fmt::format("must be positive ({} given)", t.layers));
+  t.layers = doc.int32_at_least("layers", 1);
   t.alpha = doc.nonneg_or("alpha", 0);
   if (t.alpha >= 1) doc.at("alpha").fail(fmt::format("must be in [0, 1) ({} given)", t.alpha));
   t.source = doc.string_or("source", "executor");
@@ -131,27 +130,22 @@ Json freeze_trace_to_json(const FreezeTrace& t) {
   doc["layers"] = t.layers;
   if (t.alpha > 0) doc["alpha"] = t.alpha;
   doc["source"] = t.source;
-  Json events = Json::array();
-  for (const auto& e : t.events) {
-    Json j;
-    j["epoch"] = e.epoch;
-    j["sample"] = e.sample;
+  doc["events"] = json_array(t.events, [](const FreezeEvent& e) {
+    Json j = {{"epoch", e.epoch}, {"sample", e.sample}};
     if (e.step >= 0) j["step"] = e.step;
     j["frozen_layers"] = e.frozen_layers;
-    events.push_back(j);
-  }
-  doc["events"] = events;
+    return j;
+  });
   return doc;
 }
 
 FreezeTrace load_freeze_trace(const std::string& path) {
-  const Json doc = load_json_file(path);
-  return freeze_trace_from_json(JsonView(doc, path));
+  return load_json_as(path, freeze_trace_from_json);
 }
 
 void save_freeze_trace(const FreezeTrace& trace, const std::string& path) {
   trace.validate(path);
-  write_file_atomic(path, dump_json(freeze_trace_to_json(trace)));
+  save_json_file(path, freeze_trace_to_json(trace));
 }
 
 }  // namespace pipetwin::elastic

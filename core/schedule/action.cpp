@@ -1,5 +1,7 @@
 #include "core/schedule/action.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace pipetwin {
@@ -17,70 +19,66 @@ StreamKind stream_of(Op op) {
   }
 }
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kForward:
-      return "forward";
-    case Op::kBackward:
-      return "backward";
-    case Op::kRecompute:
-      return "recompute";
-    case Op::kSend:
-      return "send";
-    case Op::kRecv:
-      return "recv";
-    case Op::kAllReduce:
-      return "allreduce";
-    case Op::kOptimizerStep:
-      return "optimizer_step";
-    case Op::kBackwardInput:
-      return "backward_input";
-    case Op::kBackwardWeight:
-      return "backward_weight";
+namespace {
+
+// Every operation with its name (the schedule JSON's) and its letter (describe's): the one list
+// op_name, op_letter and parse_op read.
+struct OpNames {
+  Op op;
+  const char* name;
+  const char* letter;
+};
+constexpr OpNames kOps[] = {
+    {Op::kForward, "forward", "F"},
+    {Op::kBackward, "backward", "B"},
+    {Op::kRecompute, "recompute", "R"},
+    {Op::kSend, "send", "S"},
+    {Op::kRecv, "recv", "V"},
+    {Op::kAllReduce, "allreduce", "AR"},
+    {Op::kOptimizerStep, "optimizer_step", "U"},
+    {Op::kBackwardInput, "backward_input", "I"},
+    {Op::kBackwardWeight, "backward_weight", "W"},
+};
+
+constexpr std::pair<Payload, const char*> kPayloads[] = {{Payload::kNone, "none"},
+                                                         {Payload::kActivation, "activation"},
+                                                         {Payload::kGradient, "gradient"}};
+
+constexpr std::pair<StreamKind, const char*> kStreams[] = {{StreamKind::kCompute, "compute"},
+                                                           {StreamKind::kSend, "send"},
+                                                           {StreamKind::kRecv, "recv"},
+                                                           {StreamKind::kCollective, "collective"}};
+
+const OpNames* find_op(Op op) {
+  for (const auto& row : kOps) {
+    if (row.op == op) return &row;
   }
-  return "?";
+  return nullptr;
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  const OpNames* row = find_op(op);
+  return row ? row->name : "?";
 }
 
 const char* op_letter(Op op) {
-  switch (op) {
-    case Op::kForward:
-      return "F";
-    case Op::kBackward:
-      return "B";
-    case Op::kRecompute:
-      return "R";
-    case Op::kSend:
-      return "S";
-    case Op::kRecv:
-      return "V";
-    case Op::kAllReduce:
-      return "AR";
-    case Op::kOptimizerStep:
-      return "U";
-    case Op::kBackwardInput:
-      return "I";
-    case Op::kBackwardWeight:
-      return "W";
-  }
-  return "?";
+  const OpNames* row = find_op(op);
+  return row ? row->letter : "?";
 }
 
 const char* payload_name(Payload p) {
-  switch (p) {
-    case Payload::kActivation:
-      return "activation";
-    case Payload::kGradient:
-      return "gradient";
-    default:
-      return "none";
+  for (const auto& [payload, name] : kPayloads) {
+    if (payload == p) return name;
   }
+  return "none";
 }
 
 bool parse_op(const std::string& name, Op& out) {
-  for (Op op : {Op::kForward, Op::kBackward, Op::kRecompute, Op::kSend, Op::kRecv, Op::kAllReduce,
-                Op::kOptimizerStep, Op::kBackwardInput, Op::kBackwardWeight}) {
-    if (name == op_name(op)) {
-      out = op;
+  for (const auto& row : kOps) {
+    if (name == row.name) {
+      out = row.op;
       return true;
     }
   }
@@ -88,9 +86,9 @@ bool parse_op(const std::string& name, Op& out) {
 }
 
 bool parse_payload(const std::string& name, Payload& out) {
-  for (Payload p : {Payload::kNone, Payload::kActivation, Payload::kGradient}) {
-    if (name == payload_name(p)) {
-      out = p;
+  for (const auto& [payload, text] : kPayloads) {
+    if (name == text) {
+      out = payload;
       return true;
     }
   }
@@ -98,15 +96,8 @@ bool parse_payload(const std::string& name, Payload& out) {
 }
 
 const char* stream_name(StreamKind s) {
-  switch (s) {
-    case StreamKind::kCompute:
-      return "compute";
-    case StreamKind::kSend:
-      return "send";
-    case StreamKind::kRecv:
-      return "recv";
-    case StreamKind::kCollective:
-      return "collective";
+  for (const auto& [stream, name] : kStreams) {
+    if (stream == s) return name;
   }
   return "?";
 }

@@ -27,6 +27,15 @@ bool parse_checkpoint(const std::string& s, Checkpoint& out) {
   return false;
 }
 
+Checkpoint parse_checkpoint_mode(const std::string& text, std::string_view flag) {
+  Checkpoint c = Checkpoint::kNone;
+  if (!parse_checkpoint(text, c)) {
+    throw InputError(
+        fmt::format("{}: expected none, except_last or always, got \"{}\"", flag, text));
+  }
+  return c;
+}
+
 void PipelineShape::normalize(const std::string& origin) {
   auto bad = [&](const std::string& what) { throw InputError(fmt::format("{}: {}", origin, what)); };
   if (num_stages < 1) bad(fmt::format("stages must be positive ({} given)", num_stages));

@@ -28,6 +28,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,10 @@ namespace pipetwin {
 enum class Checkpoint : uint8_t { kNone, kExceptLast, kAlways };
 const char* checkpoint_name(Checkpoint c);  // "none", "except_last", "always"
 bool parse_checkpoint(const std::string& s, Checkpoint& out);
+// A checkpoint mode a user gave (--checkpoint-mode, `flag` in the message); an InputError
+// "<flag>: expected none, except_last or always, got \"<text>\"" when it is none of the three.
+Checkpoint parse_checkpoint_mode(const std::string& text,
+                                 std::string_view flag = "--checkpoint-mode");
 
 // A data edge between two stages: the sum of the model-graph edges crossing them.
 struct StageEdge {

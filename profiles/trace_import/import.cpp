@@ -367,6 +367,41 @@ ImportResult import_traces(const std::vector<KinetoTrace>& traces, const ImportO
   return r;
 }
 
+ImportOptions ImportFlags::options() const {
+  ImportOptions o;
+  o.layers = LayerSelection::parse(layers);
+  o.micro_batches = micro_batches;
+  if (loss != "last" && loss != "unattributed")
+    throw InputError(fmt::format("--loss: last or unattributed (\"{}\" given)", loss));
+  o.loss_to_last_layer = loss == "last";
+  for (int b : o.micro_batches) {
+    if (b < 1) throw InputError(fmt::format("--micro-batch: sizes must be positive ({} given)", b));
+  }
+  o.device = device;
+  o.model = model;
+  return o;
+}
+
+ImportResult import_files(const std::vector<std::string>& paths, const ImportOptions& o,
+                          const Catalog& catalog) {
+  if (!o.device.empty()) (void)catalog.device(o.device, "--device");
+  std::vector<KinetoTrace> traces;
+  for (const auto& path : paths) traces.push_back(load_kineto_trace(path));
+  ImportResult r = import_traces(traces, o);
+  if (catalog.find_device(r.profile.device) == nullptr)
+    (void)catalog.device(r.profile.device, "import-trace: device");
+  return r;
+}
+
+std::string page_fault_warning(const TraceReport& r) {
+  if (r.page_faults_per_step < kManyPageFaultsPerStep) return "";
+  return fmt::format(
+      "{}: {:.0f} page faults per profiled step: its tensors landed on fresh pages while it was "
+      "recorded, so its times read high (record it with python/pipetwin_trace.py, whose "
+      "steady_heap() reserves the heap first)",
+      r.origin, r.page_faults_per_step);
+}
+
 std::string catalog_device_for(const std::string& device_name) {
   std::string n;
   for (char c : device_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

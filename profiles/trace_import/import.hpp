@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cluster.hpp"
 #include "core/profile.hpp"
 #include "profiles/trace_import/attribute.hpp"
 #include "profiles/trace_import/kineto.hpp"
@@ -69,6 +70,28 @@ struct ImportResult {
 // Imports traces (at least one; one micro-batch size each). Errors are InputErrors naming the
 // trace file and what is wrong or missing.
 ImportResult import_traces(const std::vector<KinetoTrace>& traces, const ImportOptions& options);
+
+// The flags of `pipetwin import-trace` as given, with their defaults: the CLI's and the Python
+// API's import_trace() keywords (the trace files, --layers, --micro-batch, --device, --model,
+// --loss, --catalog).
+struct ImportFlags {
+  std::vector<std::string> traces;
+  std::string layers = "children", device, model, loss = "last", catalog;
+  std::vector<int> micro_batches;
+
+  // The import's options; an InputError naming the flag for a bad --layers value, a --loss other
+  // than last or unattributed, or a micro-batch size below 1.
+  ImportOptions options() const;
+};
+
+// `pipetwin import-trace`: --device checked against `catalog`, the trace files at `paths` loaded
+// and imported, and the profile's device checked against `catalog` too (InputErrors naming it).
+ImportResult import_files(const std::vector<std::string>& paths, const ImportOptions& options,
+                          const Catalog& catalog);
+
+// The warning for a recording whose tensors landed on fresh pages (page_faults_per_step at or
+// above kManyPageFaultsPerStep): "<trace>: 812 page faults per profiled step: ..."; "" otherwise.
+std::string page_fault_warning(const TraceReport& report);
 
 // The catalog device (hardware/devices.json) a CUDA device name stands for ("NVIDIA H100 80GB
 // HBM3" -> "h100-sxm"); empty when unknown.

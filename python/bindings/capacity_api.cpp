@@ -1,11 +1,11 @@
 #include "python/bindings/capacity_api.hpp"
 
-#include "cli/plan_flags.hpp"
 #include "core/error.hpp"
 #include "python/bindings/options.hpp"
 #include "python/bindings/plan_api.hpp"
 #include "python/bindings/plan_options.hpp"
 #include "studies/capacity.hpp"
+#include "studies/plan_options.hpp"
 
 namespace pipetwin::python {
 
@@ -13,7 +13,7 @@ namespace {
 
 // capacity()'s keywords (cli/cmd_capacity.cpp's CapacityArgs), with the CLI's defaults.
 struct CapacityCall {
-  cli::PlanFlags flags;
+  sim::PlanOptions flags;
   bool batch_given = false, samples_given = false;  // both required
   std::vector<std::string> partitioners, clusters, schedules = sim::default_capacity_schedules();
   std::vector<std::string> checkpoint_modes = {"none", "except_last", "always"};
@@ -92,7 +92,7 @@ py::list rows_of(const sim::CapacityReport& r) {
 sim::CapacityReport run(const CapacityCall& a) {
   if (!a.batch_given) throw InputError("--batch is required");  // CLI11's words
   if (!a.samples_given) throw InputError("--samples is required");
-  const cli::PlanFlags& f = a.flags;
+  const sim::PlanOptions& f = a.flags;
   f.check_precision();
   const Catalog catalog = load_catalog(f.catalog);
   sim::CapacityRequest q;
@@ -110,7 +110,7 @@ sim::CapacityReport run(const CapacityCall& a) {
   q.partitioners = a.partitioners;
   q.checkpoints.clear();
   for (const auto& mode : a.checkpoint_modes) {
-    q.checkpoints.push_back(cli::parse_checkpoint_mode(mode));
+    q.checkpoints.push_back(parse_checkpoint_mode(mode));
   }
   q.budget = a.budget;
   q.jobs = a.jobs;
@@ -120,14 +120,10 @@ sim::CapacityReport run(const CapacityCall& a) {
 py::list capacity_verb(const py::kwargs& kwargs) {
   Options o("capacity", kwargs);
   CapacityCall a;
-  cli::PlanFlags& f = a.flags;  // the plan flags `pipetwin capacity` takes
-  o.text("model", f.model);
-  o.path("profile", f.profile);
-  o.path("catalog", f.catalog);
-  o.text("dtype", f.dtype);
-  o.text("optimizer", f.optimizer);
   a.batch_given = o.has("batch");
-  o.integer("batch", f.batch);
+  using P = sim::PlanOption;  // the plan options `pipetwin capacity` takes
+  bind_plan_flags(o, a.flags,
+                  {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch});
   a.partitioners = {"optimal", "balance-time", "balance-size"};
   o.words("partitioner", a.partitioners);
   a.samples_given = o.has("samples");
@@ -140,12 +136,7 @@ py::list capacity_verb(const py::kwargs& kwargs) {
   o.real("budget", a.budget);
   o.integer("jobs", a.jobs);
   o.finish();
-  sim::CapacityReport r;
-  {
-    py::gil_scoped_release release;
-    r = run(a);
-  }
-  return rows_of(r);
+  return rows_of(without_gil([&] { return run(a); }));
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "python/bindings/compare_api.hpp"
 
-#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -8,7 +7,6 @@
 #include "core/compare.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
-#include "core/schedule/generators.hpp"
 #include "python/bindings/convert.hpp"
 #include "python/bindings/options.hpp"
 #include "python/bindings/plan_api.hpp"
@@ -143,42 +141,25 @@ double plan_samples(py::handle plan) {
   return load_plan(path_text(plan, "compare(): plan")).batch_size;
 }
 
-// cli/cmd_compare.cpp's run_compare, over inputs already read.
+// `pipetwin compare` (core/compare.hpp compare_runs) over inputs already read.
 // `timelines`: the kind every input takes; `samples`: per step (the plan's batch, for timelines).
 Comparison compare(const Input& p, const std::vector<Input>& runs, const std::vector<Input>& also,
                    bool timelines, double samples, int skip) {
   for (const auto* list : {&runs, &also}) {
     for (const auto& in : *list) check_kind(in, timelines);
   }
-  std::vector<Metrics> metrics, predictions;
-  std::vector<Timeline> measured;
-  Timeline tp;
-  int stages = 0;
-  bool async = false;
   if (timelines) {
-    tp = timeline_of(p);
-    for (const auto& e : tp.events) stages = std::max(stages, e.action.stage + 1);
-    async = !tp.schedule.empty() && schedule_info(tp.schedule).asynchronous;
-    for (const auto& in : runs) {
-      measured.push_back(timeline_of(in));
-      metrics.push_back(compute_metrics(measured.back(), stages, async, samples));
-    }
-  } else {
-    for (const auto& in : runs) metrics.push_back(metrics_of(in));
+    const Timeline tp = timeline_of(p);
+    std::vector<Timeline> measured, others;
+    for (const auto& in : runs) measured.push_back(timeline_of(in));
+    for (const auto& in : also) others.push_back(timeline_of(in));
+    return compare_runs(tp, measured, others, samples, skip);
   }
-  const Metrics predicted = timelines ? compute_metrics(tp, stages, async, samples) : metrics_of(p);
-  predictions.push_back(predicted);
-  for (const auto& in : also) {
-    predictions.push_back(timelines ? compute_metrics(timeline_of(in), stages, async, samples)
-                                    : metrics_of(in));
-  }
-  const Repeats rep = repeats_of(metrics, predictions);
-  const size_t mid = rep.median_run;
-  Comparison c = timelines ? compare_timelines(tp, measured[mid], stages, async, samples, skip)
-                           : compare_metrics(predicted, metrics[mid], skip);
-  c.spread = rep.runs;
-  c.predictions = rep.predictions;
-  return c;
+  std::vector<Metrics> measured, others;
+  for (const auto& in : runs) measured.push_back(metrics_of(in));
+  const Metrics predicted = metrics_of(p);
+  for (const auto& in : also) others.push_back(metrics_of(in));
+  return compare_runs(predicted, measured, others, skip);
 }
 
 py::dict compare_verb(const py::kwargs& kwargs) {

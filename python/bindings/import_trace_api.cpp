@@ -13,33 +13,19 @@ namespace pipetwin::python {
 
 namespace {
 
-// import_trace()'s keywords (cli/cmd_import_trace.cpp's ImportTraceArgs).
+using namespace pybind11::literals;
+
+// import_trace()'s keywords: the CLI's flags (profiles/trace_import/import.hpp) and -o.
 struct ImportCall {
-  std::vector<std::string> traces;
-  std::string layers = "children", output, device, model, catalog, loss = "last";
-  std::vector<int> micro_batches;
+  trace_import::ImportFlags flags;
+  std::string output;
 };
 
 // cli/cmd_import_trace.cpp's run_import_trace, without the printing.
 trace_import::ImportResult run_import(const ImportCall& a) {
-  trace_import::ImportOptions o;
-  o.layers = trace_import::LayerSelection::parse(a.layers);
-  o.micro_batches = a.micro_batches;
-  if (a.loss != "last" && a.loss != "unattributed")
-    throw InputError(fmt::format("--loss: last or unattributed (\"{}\" given)", a.loss));
-  o.loss_to_last_layer = a.loss == "last";
-  for (int b : o.micro_batches) {
-    if (b < 1) throw InputError(fmt::format("--micro-batch: sizes must be positive ({} given)", b));
-  }
-  o.device = a.device;
-  o.model = a.model;
-  const Catalog catalog = load_catalog(a.catalog);
-  if (!o.device.empty()) (void)catalog.device(o.device, "--device");
-  std::vector<trace_import::KinetoTrace> traces;
-  for (const auto& path : a.traces) traces.push_back(trace_import::load_kineto_trace(path));
-  trace_import::ImportResult r = trace_import::import_traces(traces, o);
-  if (catalog.find_device(r.profile.device) == nullptr)
-    (void)catalog.device(r.profile.device, "import-trace: device");
+  const trace_import::ImportFlags& f = a.flags;
+  const trace_import::ImportOptions o = f.options();  // checked before the catalog is read
+  trace_import::ImportResult r = trace_import::import_files(f.traces, o, load_catalog(f.catalog));
   if (!a.output.empty()) save_profile(r.profile, a.output);
   return r;
 }
@@ -49,70 +35,49 @@ py::list layer_rows(const Profile& p) {
   py::list out;
   for (const auto& l : p.layers) {
     const LayerTiming& x = l.timings.back();
-    py::dict row;
-    row["layer"] = l.name;
-    row["kind"] = l.kind;
-    row["micro_batch"] = x.micro_batch;
-    row["forward_s"] = x.forward_s;
-    row["backward_s"] = x.backward_s;
-    row["optimizer_s"] = l.optimizer_step_s;
-    row["param_bytes"] = l.param_bytes;
-    row["output_bytes_per_sample"] = l.output_bytes_per_sample;
-    row["saved_bytes_per_sample"] = l.saved_bytes_per_sample;
-    out.append(row);
+    out.append(py::dict("layer"_a = l.name, "kind"_a = l.kind, "micro_batch"_a = x.micro_batch,
+                        "forward_s"_a = x.forward_s, "backward_s"_a = x.backward_s,
+                        "optimizer_s"_a = l.optimizer_step_s, "param_bytes"_a = l.param_bytes,
+                        "output_bytes_per_sample"_a = l.output_bytes_per_sample,
+                        "saved_bytes_per_sample"_a = l.saved_bytes_per_sample));
   }
   return out;
 }
 
+// A figure the recording helper may not have written (-1): None then.
+py::object recorded(double v) {
+  return v >= 0 ? py::object(py::float_(v)) : py::object(py::none());
+}
+
 py::dict trace_row(const trace_import::TraceReport& r) {
-  py::dict d;
-  d["origin"] = r.origin;
-  d["micro_batch"] = r.micro_batch;
-  d["measured_steps"] = r.measured_steps;
-  d["all_steps"] = r.all_steps;
-  d["device_time"] = r.device_time;
-  d["step_s"] = r.step_s;
-  d["unattributed_s"] = r.unattributed_s;
-  d["unattributed_share"] = r.unattributed_share;
-  d["loss_s"] = r.loss_s;
-  d["unattributed_parts"] = r.unattributed_parts;
-  d["backward_ops"] = r.backward_ops;
-  d["backward_attributed"] = r.backward_attributed;
-  d["bytes_from_metadata"] = r.bytes_from_metadata;
-  d["unprofiled_step_s"] = r.unprofiled_step_s >= 0 ? py::object(py::float_(r.unprofiled_step_s))
-                                                    : py::object(py::none());
-  d["page_faults_per_step"] = r.page_faults_per_step >= 0
-                                  ? py::object(py::float_(r.page_faults_per_step))
-                                  : py::object(py::none());
-  d["warning"] = py::none();
-  if (r.page_faults_per_step >= trace_import::kManyPageFaultsPerStep) {
-    d["warning"] = fmt::format(
-        "{}: {:.0f} page faults per profiled step: its tensors landed on fresh pages while it was "
-        "recorded, so its times read high (record it with python/pipetwin_trace.py, whose "
-        "steady_heap() reserves the heap first)",
-        r.origin, r.page_faults_per_step);
-  }
-  return d;
+  const std::string warning = trace_import::page_fault_warning(r);
+  return py::dict(
+      "origin"_a = r.origin, "micro_batch"_a = r.micro_batch, "measured_steps"_a = r.measured_steps,
+      "all_steps"_a = r.all_steps, "device_time"_a = r.device_time, "step_s"_a = r.step_s,
+      "unattributed_s"_a = r.unattributed_s, "unattributed_share"_a = r.unattributed_share,
+      "loss_s"_a = r.loss_s, "unattributed_parts"_a = r.unattributed_parts,
+      "backward_ops"_a = r.backward_ops, "backward_attributed"_a = r.backward_attributed,
+      "bytes_from_metadata"_a = r.bytes_from_metadata,
+      "unprofiled_step_s"_a = recorded(r.unprofiled_step_s),
+      "page_faults_per_step"_a = recorded(r.page_faults_per_step),
+      "warning"_a = warning.empty() ? py::object(py::none()) : py::object(py::str(warning)));
 }
 
 py::dict import_verb(const py::kwargs& kwargs) {
   Options o("import_trace", kwargs);
   ImportCall a;
-  o.paths("traces", a.traces);
-  o.text("layers", a.layers);
-  o.integers("micro_batch", a.micro_batches);
-  o.text("device", a.device);
-  o.text("model", a.model);
-  o.text("loss", a.loss);
-  o.path("catalog", a.catalog);
+  trace_import::ImportFlags& f = a.flags;
+  o.paths("traces", f.traces);
+  o.text("layers", f.layers);
+  o.integers("micro_batch", f.micro_batches);
+  o.text("device", f.device);
+  o.text("model", f.model);
+  o.text("loss", f.loss);
+  o.path("catalog", f.catalog);
   o.path("output", a.output);
   o.finish();
-  if (a.traces.empty()) throw py::type_error("import_trace() missing argument 'traces'");
-  trace_import::ImportResult r;
-  {
-    py::gil_scoped_release release;
-    r = run_import(a);
-  }
+  if (f.traces.empty()) throw py::type_error("import_trace() missing argument 'traces'");
+  const trace_import::ImportResult r = without_gil([&] { return run_import(a); });
   py::dict out;
   out["profile"] = to_python(profile_to_json(r.profile));
   out["layers"] = layer_rows(r.profile);

@@ -24,6 +24,13 @@ namespace py = pybind11;
 // The path a Python value names: a str, or an os.PathLike (pathlib.Path).
 std::string path_text(py::handle value, const std::string& what);
 
+// `call()` run with the GIL released: a verb's work, which touches no Python object; its result.
+template <class Call>
+auto without_gil(Call&& call) {
+  py::gil_scoped_release release;
+  return call();
+}
+
 class Options {
  public:
   // `verb` names the function in TypeErrors ("plan", "simulate").

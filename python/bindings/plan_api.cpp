@@ -3,15 +3,11 @@
 #include <algorithm>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <pybind11/stl.h>
 
-#include "core/error.hpp"
-#include "core/schedule/generators.hpp"
 #include "python/bindings/convert.hpp"
 #include "python/bindings/plan_options.hpp"
-#include "sim/planner.hpp"
-#include "studies/sweep/evaluate.hpp"
+#include "studies/plan_options.hpp"
 
 namespace pipetwin::python {
 
@@ -19,8 +15,8 @@ namespace {
 
 // What plan() takes beyond the plan flags (cli/cmd_plan.cpp's PlanArgs).
 struct PlanCall {
-  cli::PlanFlags flags = [] {
-    cli::PlanFlags f;
+  sim::PlanOptions flags = [] {
+    sim::PlanOptions f;
     f.schedule_auto = true;
     return f;
   }();
@@ -30,9 +26,9 @@ struct PlanCall {
 };
 
 // One row per candidate of schedule="auto", the columns `pipetwin plan` prints.
-Json search_rows(const sim::ScheduleSearch& search) {
+Json search_rows(const std::vector<sim::ScheduleTrial>& trials) {
   Json rows = Json::array();
-  for (const auto& trial : search.trials) {
+  for (const auto& trial : trials) {
     const auto& e = trial.evaluation;
     const bool ran = e.ok() && e.simulated;
     Json row;
@@ -48,65 +44,12 @@ Json search_rows(const sim::ScheduleSearch& search) {
   return rows;
 }
 
-// "--schedule auto: no schedule fits ...": the leanest that ran, or the first reason. The same
-// line as `pipetwin plan` (cli/cmd_plan.cpp).
-std::string no_schedule_line(const sim::ScheduleSearch& search) {
-  const sim::ScheduleTrial* leanest = nullptr;
-  std::vector<std::string> tried;
-  for (const auto& t : search.trials) {
-    tried.push_back(t.candidate.label());
-    const auto& e = t.evaluation;
-    if (!e.ok() || !e.simulated) continue;
-    if (!leanest || e.over_bytes < leanest->evaluation.over_bytes) leanest = &t;
-  }
-  if (leanest == nullptr) {
-    return fmt::format("--schedule auto: no schedule can run the request (tried {}); {}: {}",
-                       fmt::join(tried, ", "), search.trials.front().candidate.label(),
-                       search.trials.front().evaluation.error);
-  }
-  const auto& e = leanest->evaluation;
-  return fmt::format(
-      "--schedule auto: no schedule fits (tried {}); the leanest, {}, needs {:.2f} GiB of "
-      "{:.2f} GiB on {}; try more stages, checkpointing, or a smaller micro-batch",
-      fmt::join(tried, ", "), leanest->candidate.label(), (e.capacity_bytes + e.over_bytes) / kGiB,
-      e.capacity_bytes / kGiB, e.oom_device);
-}
-
-// schedule="auto": the fastest schedule that fits, as `pipetwin plan --schedule auto`.
-PlanObject plan_auto(const PlanCall& call, const sim::PlanRequest& r) {
-  const auto candidates =
-      sim::schedule_candidates(call.schedules, r.stages, r.profile.num_layers(), r.virtual_stages);
-  const sim::ScheduleSearch search = sim::search_schedules(r, candidates);
-  if (search.chosen < 0) throw InputError(no_schedule_line(search));
-  PlanObject out;
-  out.search = search_rows(search);
-  try {
-    out.plan = sim::make_plan(search.request, &out.memory_note);  // the same plan, with its note
-  } catch (const InputError&) {
-    out.memory_note.clear();
-    out.plan = search.trials[static_cast<size_t>(search.chosen)].evaluation.plan;
-  }
-  return out;
-}
-
-// `pipetwin plan`'s run_plan, without the printing.
+// `pipetwin plan`'s run (studies/plan_options.hpp), without the printing.
 PlanObject run_plan(const PlanCall& call) {
-  const cli::PlanFlags& f = call.flags;
-  f.check_precision();
-  if (!call.schedules.empty() && f.schedule != "auto") {
-    throw InputError(fmt::format("--schedules {} needs --schedule auto (--schedule {} given)",
-                                 fmt::join(call.schedules, ","), f.schedule));
-  }
-  if (f.schedule != "auto") schedule_info(f.schedule);
-  const Catalog catalog = load_catalog(f.catalog);
-  sim::PlanRequest r = f.request(catalog);
-  r.allow_oom = call.allow_oom;
-  PlanObject out;
-  if (f.schedule == "auto") {
-    out = plan_auto(call, r);
-  } else {
-    out.plan = sim::make_plan(r, &out.memory_note);
-  }
+  sim::PlannedRequest planned = sim::plan_with_options(call.flags, call.schedules, call.allow_oom);
+  PlanObject out(std::move(planned.plan));
+  out.memory_note = std::move(planned.memory_note);
+  out.search = search_rows(planned.trials);
   if (!call.output.empty()) save_plan(out.plan, call.output);
   return out;
 }
@@ -119,8 +62,7 @@ PlanObject plan_verb(const py::kwargs& kwargs) {
   o.flag("allow_oom", call.allow_oom);
   o.path("output", call.output);
   o.finish();
-  py::gil_scoped_release release;
-  return run_plan(call);
+  return without_gil([&] { return run_plan(call); });
 }
 
 PlanObject plan_from_text(const std::string& text, const std::string& origin) {

@@ -120,4 +120,48 @@ TableText table_text_at(const JsonView& node) {
   return {node.string("name"), text_at(node.at("title"))};
 }
 
+int positive_int_at(const JsonView& node) {
+  const int v = node.as_int32();
+  if (v < 1) node.fail(fmt::format("expected a positive integer, got {}", v));
+  return v;
+}
+
+Field::Field(const char* key, Text* out)
+    : key(key), read([out](const JsonView& v) { *out = text_at(v); }) {}
+Field::Field(const char* key, TableText* out) : key(key), read(into(out, table_text_at)) {}
+Field::Field(const char* key, std::string* out) : key(key), read(into(out, &JsonView::as_string)) {}
+Field::Field(const char* key, int* out) : key(key), read(into(out, positive_int_at)) {}
+Field::Field(const char* key, double* out) : key(key), read(into(out, &JsonView::as_positive)) {}
+Field::Field(const char* key, bool* out) : key(key), read(into(out, &JsonView::as_bool)) {}
+Field::Field(const char* key, Checkpoint* out) : key(key), read(into(out, checkpoint_at)) {}
+Field::Field(const char* key, std::vector<int>* out) : key(key), read(into(out, positive_ints)) {}
+Field::Field(const char* key, std::vector<double>* out)
+    : key(key), read(into(out, positive_numbers)) {}
+Field::Field(const char* key, std::vector<std::string>* out)
+    : key(key), read(into(out, string_list)) {}
+Field::Field(const char* key, std::vector<Text>* out) : key(key), read(into(out, texts)) {}
+
+Field::Reader cluster_into(std::string* out, const Catalog& catalog) {
+  return [out, &catalog](const JsonView& v) { *out = cluster_at(v, catalog); };
+}
+
+namespace {
+
+void read_members(const JsonView& node, std::vector<std::string_view> keys,
+                  std::initializer_list<Field> fields) {
+  for (const auto& f : fields) keys.emplace_back(f.key);
+  node.allow_only(keys);
+  for (const auto& f : fields) f.read(node.at(f.key));
+}
+
+}  // namespace
+
+void read_fields(const JsonView& node, std::initializer_list<Field> fields) {
+  read_members(node, {}, fields);
+}
+
+void EntryDoc::read_fields(std::initializer_list<Field> fields) const {
+  read_members(root(), {"format", "version", "about"}, fields);
+}
+
 }  // namespace pipetwin::sim

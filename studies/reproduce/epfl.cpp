@@ -44,42 +44,36 @@ struct EpflData {
 
 EpflData load_data(const ReproContext& context) {
   const EntryDoc doc = load_entry_doc(context, "epfl-entry.json", "pipetwin.reproduce.epfl");
-  const JsonView j = doc.root();
-  j.allow_only({"format", "version", "about", "title", "reference", "citation", "devices",
-                "forward_ms", "backward_ms", "input_kb", "saved_kb", "iterations", "tables",
-                "notes", "assumptions"});
   EpflData d;
-  d.title = text_at(j.at("title"));
-  d.reference = j.string("reference");
-  d.citation = text_at(j.at("citation"));
-  d.devices = positive_ints(j.at("devices"));
-  d.forward_ms = j.positive("forward_ms");
-  d.backward_ms = j.positive("backward_ms");
-  d.input_kb = j.positive("input_kb");
-  d.saved_kb = j.positive("saved_kb");
-  d.iterations = j.string("iterations");
-  formula_at(j.at("iterations"), {{"K", 1}});  // checks it names K alone
-  const JsonView tables = j.at("tables");
-  tables.allow_only({"time", "memory"});
-  d.time = table_text_at(tables.at("time"));
-  d.memory = table_text_at(tables.at("memory"));
-  j.at("notes").allow_only({"memory_without_count"});
-  d.memory_without_count = text_at(j.at("notes").at("memory_without_count"));
-  d.assumptions = texts(j.at("assumptions"));
+  const auto iterations = [&d](const JsonView& v) {
+    d.iterations = v.as_string();
+    formula_at(v, {{"K", 1}});  // checks it names K alone
+  };
+  const auto tables = [&d](const JsonView& t) {
+    read_fields(t, {Field("time", &d.time), Field("memory", &d.memory)});
+  };
+  const auto notes = [&d](const JsonView& n) {
+    read_fields(n, {Field("memory_without_count", &d.memory_without_count)});
+  };
+  doc.read_fields({Field("title", &d.title), Field("reference", &d.reference),
+                   Field("citation", &d.citation), Field("devices", &d.devices),
+                   Field("forward_ms", &d.forward_ms), Field("backward_ms", &d.backward_ms),
+                   Field("input_kb", &d.input_kb), Field("saved_kb", &d.saved_kb),
+                   Field("iterations", iterations), Field("tables", tables), Field("notes", notes),
+                   Field("assumptions", &d.assumptions)});
   return d;
 }
 
 Cluster free_links_cluster(int devices) {
-  Cluster c;
-  c.name = "ideal";
-  c.device.name = "ideal-device";
-  c.device.memory_bytes = 1e15;
-  c.device.memory_bandwidth = 1e12;
-  c.device.peak_flops["float32"] = 1e15;
-  c.devices_per_node = devices;
-  c.intra_node = {"ideal-link", "", 1e15, 0};
-  c.inter_node = c.intra_node;
-  return c;
+  const LinkSpec link{.name = "ideal-link", .description = "", .bandwidth = 1e15, .latency = 0};
+  return {.name = "ideal",
+          .device = {.name = "ideal-device",
+                     .memory_bytes = 1e15,
+                     .memory_bandwidth = 1e12,
+                     .peak_flops = {{"float32", 1e15}}},
+          .devices_per_node = devices,
+          .intra_node = link,
+          .inter_node = link};
 }
 
 SimResult simulate_schedule(const EpflData& d, const std::string& schedule, int K, int iterations) {
@@ -134,47 +128,40 @@ void memory_rows(const EpflData& d, const ReferenceTable& ref, size_t row, int K
   }
 }
 
-class EpflTable1 : public ReproEntry {
- public:
-  std::string id() const override { return "epfl"; }
-  std::string title(const ReproContext& context) const override {
-    const EpflData d = load_data(context);
-    return d.title(d.args());
-  }
+std::string entry_title(const EpflData& d, const ReproContext&) {
+  return d.title(d.args());
+}
 
-  ReproResult run(const ReproContext& context) const override {
-    const EpflData d = load_data(context);
-    const ReferenceTable ref = load_reference(context, d.reference);
-    const double f = d.forward_ms / 1e3, b = d.backward_ms / 1e3;
-    ReproResult res;
-    res.id = id();
-    res.citation = d.citation(TextArgs().set("reference", ref.path));
-    ReproTable time = d.time.table(d.args());
-    ReproTable memory = d.memory.table(d.args());
-    for (size_t row = 0; row < ref.rows.size(); ++row) {
-      const std::string method = ref.cell(row, "method");
-      for (int K : d.devices) {
-        const int iterations = static_cast<int>(
-            std::lround(eval_formula(d.iterations, {{"K", K}}, "reproduce epfl: iterations")));
-        const SimResult sim = simulate_schedule(d, method, K, iterations);
-        const std::map<std::string, double> vars = {
-            {"T_F", K * f * 1e3}, {"T_B", K * b * 1e3}, {"K", K}};
-        time.rows.push_back({fmt::format("{}, K={}", method, K), "time per step",
-                             eval_formula(ref.cell(row, "computation_time"), vars, ref.path),
-                             sim.metrics.iteration_time_s * 1e3, "ms", ""});
-        memory_rows(d, ref, row, K, sim, memory);
-      }
+ReproResult run_entry(const EpflData& d, const ReproContext& context) {
+  const ReferenceTable ref = load_reference(context, d.reference);
+  const double f = d.forward_ms / 1e3, b = d.backward_ms / 1e3;
+  ReproResult res;
+  res.citation = d.citation(TextArgs().set("reference", ref.path));
+  ReproTable time = d.time.table(d.args());
+  ReproTable memory = d.memory.table(d.args());
+  for (size_t row = 0; row < ref.rows.size(); ++row) {
+    const std::string method = ref.cell(row, "method");
+    for (int K : d.devices) {
+      const int iterations = static_cast<int>(
+          std::lround(eval_formula(d.iterations, {{"K", K}}, "reproduce epfl: iterations")));
+      const SimResult sim = simulate_schedule(d, method, K, iterations);
+      const std::map<std::string, double> vars = {
+          {"T_F", K * f * 1e3}, {"T_B", K * b * 1e3}, {"K", K}};
+      time.rows.push_back({fmt::format("{}, K={}", method, K), "time per step",
+                           eval_formula(ref.cell(row, "computation_time"), vars, ref.path),
+                           sim.metrics.iteration_time_s * 1e3, "ms", ""});
+      memory_rows(d, ref, row, K, sim, memory);
     }
-    res.tables = {time, memory};
-    for (const Text& a : d.assumptions) res.assumptions.push_back(a(d.args()));
-    return res;
   }
-};
+  res.tables = {time, memory};
+  for (const Text& a : d.assumptions) res.assumptions.push_back(a(d.args()));
+  return res;
+}
 
 }  // namespace
 
 std::unique_ptr<ReproEntry> make_epfl_entry() {
-  return std::make_unique<EpflTable1>();
+  return std::make_unique<DataEntry<EpflData>>("epfl", load_data, entry_title, run_entry);
 }
 
 }  // namespace pipetwin::sim

@@ -322,41 +322,31 @@ TextArgs entry_args(const Setup& setup, const Figures& f, const Runs& runs) {
   return a;
 }
 
-class FtpipeEntry : public ReproEntry {
- public:
-  std::string id() const override { return "ftpipe"; }
-  std::string title(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    return data.title(cluster_facts(load_cluster(data.cluster, context.catalog)));
+ReproResult run_entry(const Data& data, const ReproContext& context) {
+  const ReferenceTable hp = load_reference(context, data.hparams_reference);
+  const Figures f{load_reference(context, data.figures_reference)};
+  const Setup setup = make_setup(context.catalog, data);
+  Runs runs;
+  for (const auto& [name, task] : data.datasets) {
+    runs.emplace_back(name, run_dataset(setup, hp, name));
   }
-
-  ReproResult run(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    const ReferenceTable hp = load_reference(context, data.hparams_reference);
-    const Figures f{load_reference(context, data.figures_reference)};
-    const Setup setup = make_setup(context.catalog, data);
-    Runs runs;
-    for (const auto& [name, task] : data.datasets) {
-      runs.emplace_back(name, run_dataset(setup, hp, name));
-    }
-    const TextArgs args = entry_args(setup, f, runs);
-    ReproResult res;
-    res.id = id();
-    res.citation = data.citation(TextArgs(args).set("hparams", hp.path).set("figures", f.t.path));
-    for (const auto& [name, p] : runs) res.tables.push_back(speedup_table(setup, args, name, p, f));
-    res.tables.push_back(figures_table(setup, args, f, runs));
-    res.tables.push_back(pipedream_table(setup, args, f, runs));
-    for (const Text& a : data.assumptions) res.assumptions.push_back(a(args));
-    return res;
-  }
-};
+  const TextArgs args = entry_args(setup, f, runs);
+  ReproResult res;
+  res.citation = data.citation(TextArgs(args).set("hparams", hp.path).set("figures", f.t.path));
+  for (const auto& [name, p] : runs) res.tables.push_back(speedup_table(setup, args, name, p, f));
+  res.tables.push_back(figures_table(setup, args, f, runs));
+  res.tables.push_back(pipedream_table(setup, args, f, runs));
+  for (const Text& a : data.assumptions) res.assumptions.push_back(a(args));
+  return res;
+}
 
 }  // namespace
 
 }  // namespace ftpipe
 
 std::unique_ptr<ReproEntry> make_ftpipe_entry() {
-  return std::make_unique<ftpipe::FtpipeEntry>();
+  return std::make_unique<DataEntry<ftpipe::Data>>("ftpipe", ftpipe::load_data,
+                                                   cluster_title<ftpipe::Data>, ftpipe::run_entry);
 }
 
 }  // namespace pipetwin::sim

@@ -2,8 +2,6 @@
 // ftpipe.hpp's Data), read and checked before anything runs.
 #include <limits>
 
-#include <fmt/format.h>
-
 #include "studies/reproduce/ftpipe.hpp"
 
 namespace pipetwin::sim::ftpipe {
@@ -34,80 +32,71 @@ std::vector<std::string> partitioners(const JsonView& j) {
   return out;
 }
 
-int positive_int(const JsonView& j) {
-  const int v = j.as_int32();
-  if (v < 1) j.fail(fmt::format("expected a positive integer, got {}", v));
-  return v;
+Field::Reader speedup_into(Data* d) {
+  return [&s = d->speedup](const JsonView& j) {
+    read_fields(j, {Field("title", &s.title), Field("run", &s.run),
+                    Field("run_does_not_fit", &s.run_does_not_fit), Field("stages", &s.stages),
+                    Field("compute_imbalance", &s.compute_imbalance),
+                    Field("memory_imbalance", &s.memory_imbalance)});
+  };
 }
 
-void read_tables(const JsonView& j, Data& d) {
-  const JsonView s = j.at("speedup");
-  s.allow_only(
-      {"title", "run", "run_does_not_fit", "stages", "compute_imbalance", "memory_imbalance"});
-  d.speedup = {text_at(s.at("title")),
-               text_at(s.at("run")),
-               text_at(s.at("run_does_not_fit")),
-               text_at(s.at("stages")),
-               text_at(s.at("compute_imbalance")),
-               text_at(s.at("memory_imbalance"))};
-  const JsonView f = j.at("figures");
-  f.allow_only({"table", "micro_batch", "communication_dataset", "communication", "volume",
-                "best_task", "encoder_decoder", "recompute"});
-  d.figures.table = table_text_at(f.at("table"));
-  d.figures.micro_batch = positive_int(f.at("micro_batch"));
-  d.figures.communication_dataset = f.string("communication_dataset");
-  d.figures.communication = text_at(f.at("communication"));
-  d.figures.volume = text_at(f.at("volume"));
-  d.figures.best_task = text_at(f.at("best_task"));
-  d.figures.encoder_decoder = text_at(f.at("encoder_decoder"));
-  d.figures.recompute = text_at(f.at("recompute"));
-  const JsonView p = j.at("pipedream");
-  p.allow_only({"table", "micro_batch", "over", "last_stage", "enforced", "refused", "simple"});
-  d.pipedream.table = table_text_at(p.at("table"));
-  d.pipedream.micro_batch = positive_int(p.at("micro_batch"));
-  d.pipedream.over = text_at(p.at("over"));
-  d.pipedream.last_stage = text_at(p.at("last_stage"));
-  d.pipedream.enforced = text_at(p.at("enforced"));
-  d.pipedream.refused = text_at(p.at("refused"));
-  d.pipedream.simple = text_at(p.at("simple"));
+Field::Reader figures_into(Data* d) {
+  return [&f = d->figures](const JsonView& j) {
+    read_fields(j, {Field("table", &f.table), Field("micro_batch", &f.micro_batch),
+                    Field("communication_dataset", &f.communication_dataset),
+                    Field("communication", &f.communication), Field("volume", &f.volume),
+                    Field("best_task", &f.best_task), Field("encoder_decoder", &f.encoder_decoder),
+                    Field("recompute", &f.recompute)});
+  };
+}
+
+Field::Reader pipedream_into(Data* d) {
+  return [&p = d->pipedream](const JsonView& j) {
+    read_fields(
+        j, {Field("table", &p.table), Field("micro_batch", &p.micro_batch), Field("over", &p.over),
+            Field("last_stage", &p.last_stage), Field("enforced", &p.enforced),
+            Field("refused", &p.refused), Field("simple", &p.simple)});
+  };
+}
+
+std::vector<std::pair<std::string, std::string>> datasets(const JsonView& j) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& ds : j.items()) {
+    ds.allow_only({"name", "task"});
+    out.emplace_back(ds.string("name"), ds.string("task"));
+  }
+  if (out.empty()) j.fail("expected a non-empty array");
+  return out;
 }
 
 }  // namespace
 
 Data load_data(const ReproContext& context) {
   const EntryDoc doc = load_entry_doc(context, "ftpipe-entry.json", "pipetwin.reproduce.ftpipe");
-  const JsonView j = doc.root();
-  j.allow_only({"format", "version", "about", "title", "references", "citation", "cluster", "model",
-                "optimizer_state", "datasets", "pipelines", "partitioners", "memory_fractions",
-                "speedup", "figures", "pipedream", "assumptions"});
   Data d;
-  d.title = text_at(j.at("title"));
-  const JsonView refs = j.at("references");
-  refs.allow_only({"hparams", "figures"});
-  d.hparams_reference = refs.string("hparams");
-  d.figures_reference = refs.string("figures");
-  d.citation = text_at(j.at("citation"));
-  d.cluster = cluster_at(j.at("cluster"), context.catalog);
-  d.model = zoo_model_at(j.at("model"));
-  d.optimizer_state = j.at("optimizer_state").as_bool();
-  for (const auto& ds : j.at("datasets").items()) {
-    ds.allow_only({"name", "task"});
-    d.datasets.emplace_back(ds.string("name"), ds.string("task"));
-  }
-  if (d.datasets.empty()) j.at("datasets").fail("expected a non-empty array");
-  const JsonView p = j.at("pipelines");
-  p.allow_only({"gpipe_seq", "gpipe_mixed", "ftpipe_seq", "ftpipe_mixed"});
-  d.gpipe_seq = pipeline(p.at("gpipe_seq"));
-  d.gpipe_mixed = pipeline(p.at("gpipe_mixed"));
-  d.ftpipe_seq = pipeline(p.at("ftpipe_seq"));
-  d.ftpipe_mixed = pipeline(p.at("ftpipe_mixed"));
-  const JsonView parts = j.at("partitioners");
-  parts.allow_only({"seq", "mixed"});
-  d.seq_partitioners = seq_partitioners(parts.at("seq"));
-  d.mixed_partitioners = partitioners(parts.at("mixed"));
-  d.memory_fractions = positive_numbers(j.at("memory_fractions"));
-  read_tables(j, d);
-  d.assumptions = texts(j.at("assumptions"));
+  const auto references = [&d](const JsonView& r) {
+    read_fields(r,
+                {Field("hparams", &d.hparams_reference), Field("figures", &d.figures_reference)});
+  };
+  const auto pipelines = [&d](const JsonView& p) {
+    read_fields(p, {Field("gpipe_seq", into(&d.gpipe_seq, pipeline)),
+                    Field("gpipe_mixed", into(&d.gpipe_mixed, pipeline)),
+                    Field("ftpipe_seq", into(&d.ftpipe_seq, pipeline)),
+                    Field("ftpipe_mixed", into(&d.ftpipe_mixed, pipeline))});
+  };
+  const auto partitioner_lists = [&d](const JsonView& p) {
+    read_fields(p, {Field("seq", into(&d.seq_partitioners, seq_partitioners)),
+                    Field("mixed", into(&d.mixed_partitioners, partitioners))});
+  };
+  doc.read_fields(
+      {Field("title", &d.title), Field("references", references), Field("citation", &d.citation),
+       Field("cluster", cluster_into(&d.cluster, context.catalog)),
+       Field("model", into(&d.model, zoo_model_at)), Field("optimizer_state", &d.optimizer_state),
+       Field("datasets", into(&d.datasets, datasets)), Field("pipelines", pipelines),
+       Field("partitioners", partitioner_lists), Field("memory_fractions", &d.memory_fractions),
+       Field("speedup", speedup_into(&d)), Field("figures", figures_into(&d)),
+       Field("pipedream", pipedream_into(&d)), Field("assumptions", &d.assumptions)});
   return d;
 }
 

@@ -273,23 +273,17 @@ ReproTable sensitivity_table(const Data& d, const Catalog& catalog,
   return t;
 }
 
-class PipeDreamEntry : public ReproEntry {
- public:
-  std::string id() const override { return "pipedream"; }
-  std::string title(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    return data.title(data.args);
-  }
+std::string entry_title(const Data& data, const ReproContext&) {
+  return data.title(data.args);
+}
 
-  ReproResult run(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    std::vector<Outcome> outcomes;
-    for (const auto& row : paper_rows(context, data)) {
-      outcomes.push_back(run_row(data, context.catalog, row));
-    }
-    return result_of(context, data, outcomes);
+ReproResult run_entry(const Data& data, const ReproContext& context) {
+  std::vector<Outcome> outcomes;
+  for (const auto& row : paper_rows(context, data)) {
+    outcomes.push_back(run_row(data, context.catalog, row));
   }
-};
+  return result_of(context, data, outcomes);
+}
 
 }  // namespace
 
@@ -308,7 +302,8 @@ ReproResult result_of(const ReproContext& context, const Data& data,
 }  // namespace pipedream
 
 std::unique_ptr<ReproEntry> make_pipedream_entry() {
-  return std::make_unique<pipedream::PipeDreamEntry>();
+  return std::make_unique<DataEntry<pipedream::Data>>("pipedream", pipedream::load_data,
+                                                      pipedream::entry_title, pipedream::run_entry);
 }
 
 }  // namespace pipetwin::sim

@@ -46,28 +46,26 @@ void read_not_modelled(const JsonView& j, Data& d) {
 }
 
 void read_text(const JsonView& j, Data& d) {
-  const JsonView tables = j.at("tables");
-  tables.allow_only({"configs", "objectives", "sensitivity"});
-  d.configs = table_text_at(tables.at("configs"));
-  d.objectives = table_text_at(tables.at("objectives"));
-  d.sensitivity = table_text_at(tables.at("sensitivity"));
-  const JsonView r = j.at("row_notes");
-  r.allow_only({"not_modelled", "objective", "papers_simulated", "planner", "planner_dp",
-                "priced_as_ours", "sensitivity"});
-  d.row_notes = {text_at(r.at("not_modelled")),     text_at(r.at("objective")),
-                 text_at(r.at("papers_simulated")), text_at(r.at("planner")),
-                 text_at(r.at("planner_dp")),       text_at(r.at("priced_as_ours")),
-                 text_at(r.at("sensitivity"))};
+  read_fields(j.at("tables"), {Field("configs", &d.configs), Field("objectives", &d.objectives),
+                               Field("sensitivity", &d.sensitivity)});
+  auto& r = d.row_notes;
+  read_fields(j.at("row_notes"),
+              {Field("not_modelled", &r.not_modelled), Field("objective", &r.objective),
+               Field("papers_simulated", &r.papers_simulated), Field("planner", &r.planner),
+               Field("planner_dp", &r.planner_dp), Field("priced_as_ours", &r.priced_as_ours),
+               Field("sensitivity", &r.sensitivity)});
   d.assumptions = texts(j.at("assumptions"));
-  const JsonView n = j.at("notes");
-  n.allow_only({"uncertain", "efficiency", "not_modelled", "summary", "priced", "planner_head",
-                "planner_nothing", "planner_pick", "agree", "disagree", "disagree_memory",
-                "disagree_pair", "paper_faster", "network", "different", "hidden_allreduce"});
-  auto t = [&](const char* key) { return text_at(n.at(key)); };
-  d.notes = {t("uncertain"),    t("efficiency"),   t("not_modelled"),    t("summary"),
-             t("priced"),       t("planner_head"), t("planner_nothing"), t("planner_pick"),
-             t("agree"),        t("disagree"),     t("disagree_memory"), t("disagree_pair"),
-             t("paper_faster"), t("network"),      t("different"),       t("hidden_allreduce")};
+  auto& n = d.notes;
+  read_fields(
+      j.at("notes"),
+      {Field("uncertain", &n.uncertain), Field("efficiency", &n.efficiency),
+       Field("not_modelled", &n.not_modelled), Field("summary", &n.summary),
+       Field("priced", &n.priced), Field("planner_head", &n.planner_head),
+       Field("planner_nothing", &n.planner_nothing), Field("planner_pick", &n.planner_pick),
+       Field("agree", &n.agree), Field("disagree", &n.disagree),
+       Field("disagree_memory", &n.disagree_memory), Field("disagree_pair", &n.disagree_pair),
+       Field("paper_faster", &n.paper_faster), Field("network", &n.network),
+       Field("different", &n.different), Field("hidden_allreduce", &n.hidden_allreduce)});
 }
 
 // The values every template may name (see the data file's "about").

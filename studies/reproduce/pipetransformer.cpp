@@ -293,49 +293,39 @@ TextArgs entry_args(const Setup& setup, const std::vector<Setting>& settings,
       .set("samples_per_epoch", samples);
 }
 
-class PipeTransformerEntry : public ReproEntry {
- public:
-  std::string id() const override { return "pipetransformer"; }
-  std::string title(const ReproContext& context) const override {
-    const Data d = load_data(context);
-    return d.title(cluster_facts(load_cluster(d.cluster, context.catalog)));
+ReproResult run_entry(const Data& d, const ReproContext& context) {
+  const ReferenceTable t1 = load_reference(context, d.table1_reference);
+  const ReferenceTable t2 = load_reference(context, d.table2_reference);
+  const ReferenceTable text = load_reference(context, d.text_reference);
+  const std::vector<Setting> all = settings(context, d);
+  const Setup setup = make_setup(context, d, all);
+  const TextArgs args = entry_args(setup, all, t1);
+  const std::vector<SettingRuns> runs = run_table1(setup, all);
+  const SettingRuns& breakdown = runs_of(runs, d.breakdown_dataset);
+  ReproResult res;
+  res.citation = d.citation(
+      TextArgs(args).set("table1", t1.path).set("table2", t2.path).set("text", text.path));
+  res.tables = {table1(d, args, t1, runs),
+                figure9(d, args, text, breakdown),
+                table2(d, args, t2, runs),
+                figure10b(setup, args, breakdown),
+                cache_timing(setup, args, text, all),
+                alpha_table(setup, args, text, breakdown),
+                sensitivity(setup, args, t1, all)};
+  for (const Text& a : d.assumptions) res.assumptions.push_back(a(args));
+  for (std::string note :
+       {freeze_epoch_note(d, args, breakdown), baseline_time_note(d, args, t1, runs),
+        comm_note(d, args, t2, setup, runs)}) {
+    if (!note.empty()) res.assumptions.push_back(std::move(note));
   }
-
-  ReproResult run(const ReproContext& context) const override {
-    const Data d = load_data(context);
-    const ReferenceTable t1 = load_reference(context, d.table1_reference);
-    const ReferenceTable t2 = load_reference(context, d.table2_reference);
-    const ReferenceTable text = load_reference(context, d.text_reference);
-    const std::vector<Setting> all = settings(context, d);
-    const Setup setup = make_setup(context, d, all);
-    const TextArgs args = entry_args(setup, all, t1);
-    const std::vector<SettingRuns> runs = run_table1(setup, all);
-    const SettingRuns& breakdown = runs_of(runs, d.breakdown_dataset);
-    ReproResult res;
-    res.id = id();
-    res.citation = d.citation(
-        TextArgs(args).set("table1", t1.path).set("table2", t2.path).set("text", text.path));
-    res.tables = {table1(d, args, t1, runs),
-                  figure9(d, args, text, breakdown),
-                  table2(d, args, t2, runs),
-                  figure10b(setup, args, breakdown),
-                  cache_timing(setup, args, text, all),
-                  alpha_table(setup, args, text, breakdown),
-                  sensitivity(setup, args, t1, all)};
-    for (const Text& a : d.assumptions) res.assumptions.push_back(a(args));
-    for (std::string note :
-         {freeze_epoch_note(d, args, breakdown), baseline_time_note(d, args, t1, runs),
-          comm_note(d, args, t2, setup, runs)}) {
-      if (!note.empty()) res.assumptions.push_back(std::move(note));
-    }
-    return res;
-  }
-};
+  return res;
+}
 
 }  // namespace
 
 std::unique_ptr<ReproEntry> make_pipetransformer_entry() {
-  return std::make_unique<PipeTransformerEntry>();
+  return std::make_unique<DataEntry<Data>>("pipetransformer", load_data, cluster_title<Data>,
+                                           run_entry);
 }
 
 }  // namespace pipetwin::sim

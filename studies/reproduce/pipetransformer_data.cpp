@@ -15,25 +15,16 @@ std::map<std::string, std::string> string_map(const JsonView& j) {
   return out;
 }
 
-int positive_int(const JsonView& j) {
-  const int v = j.as_int32();
-  if (v < 1) j.fail(fmt::format("expected a positive integer, got {}", v));
-  return v;
-}
-
 void read_setting(const JsonView& j, const ReproContext& context, Data& d) {
-  const JsonView refs = j.at("references");
-  refs.allow_only({"table1", "table2", "table3", "text"});
-  d.table1_reference = refs.string("table1");
-  d.table2_reference = refs.string("table2");
-  d.table3_reference = refs.string("table3");
-  d.text_reference = refs.string("text");
+  read_fields(j.at("references"),
+              {Field("table1", &d.table1_reference), Field("table2", &d.table2_reference),
+               Field("table3", &d.table3_reference), Field("text", &d.text_reference)});
   d.citation = text_at(j.at("citation"));
   d.cluster = cluster_at(j.at("cluster"), context.catalog);
   d.alpha_text = j.string("alpha");
   d.alpha = formula_at(j.at("alpha"));
   if (!(d.alpha > 0 && d.alpha < 1)) j.at("alpha").fail("expected a freeze rate in (0, 1)");
-  d.freeze_steps = positive_int(j.at("freeze_steps"));
+  d.freeze_steps = positive_int_at(j.at("freeze_steps"));
   d.schedule = schedule_at(j.at("schedule"));
   d.checkpoint = checkpoint_at(j.at("checkpoint"));
   const JsonView zoo = j.at("zoo_models");
@@ -49,62 +40,49 @@ void read_setting(const JsonView& j, const ReproContext& context, Data& d) {
 }
 
 void read_tables(const JsonView& j, Data& d) {
-  const JsonView t1 = j.at("table1");
-  t1.allow_only({"table", "baseline"});
-  d.table1 = table_text_at(t1.at("table"));
-  d.baseline = text_at(t1.at("baseline"));
-  const JsonView f9 = j.at("figure9");
-  f9.allow_only({"table", "freeze_only", "full_system"});
-  d.figure9 = table_text_at(f9.at("table"));
-  d.freeze_only = text_at(f9.at("freeze_only"));
-  d.full_system = text_at(f9.at("full_system"));
-  const JsonView t2 = j.at("table2");
-  t2.allow_only({"table", "ratio", "computation"});
-  d.table2 = table_text_at(t2.at("table"));
-  d.comm_ratio = text_at(t2.at("ratio"));
-  d.computation = text_at(t2.at("computation"));
-  const JsonView f10 = j.at("figure10b");
-  f10.allow_only({"table", "point", "optimal"});
-  d.figure10b = table_text_at(f10.at("table"));
-  d.point = text_at(f10.at("point"));
-  d.optimal = text_at(f10.at("optimal"));
-  const JsonView cache = j.at("cache_timing");
-  cache.allow_only({"table", "datasets", "note"});
-  d.cache_timing = table_text_at(cache.at("table"));
-  d.cache_datasets = string_list(cache.at("datasets"));
-  d.cache_note = text_at(cache.at("note"));
+  read_fields(j.at("table1"), {Field("table", &d.table1), Field("baseline", &d.baseline)});
+  read_fields(j.at("figure9"), {Field("table", &d.figure9), Field("freeze_only", &d.freeze_only),
+                                Field("full_system", &d.full_system)});
+  read_fields(j.at("table2"), {Field("table", &d.table2), Field("ratio", &d.comm_ratio),
+                               Field("computation", &d.computation)});
+  read_fields(j.at("figure10b"), {Field("table", &d.figure10b), Field("point", &d.point),
+                                  Field("optimal", &d.optimal)});
+  read_fields(j.at("cache_timing"),
+              {Field("table", &d.cache_timing), Field("datasets", &d.cache_datasets),
+               Field("note", &d.cache_note)});
 }
 
-void read_studies(const JsonView& j, Data& d) {
-  const JsonView a = j.at("alpha_table");
-  a.allow_only({"table", "rows"});
-  d.alpha_table = table_text_at(a.at("table"));
-  for (const auto& row : a.at("rows").items()) {
+std::vector<Data::AlphaRow> alpha_rows(const JsonView& j) {
+  std::vector<Data::AlphaRow> out;
+  for (const auto& row : j.items()) {
     row.allow_only({"alpha", "figure", "note"});
     const double alpha = row.positive("alpha");
     if (alpha >= 1) row.at("alpha").fail("expected a freeze rate in (0, 1)");
     const auto note = row.find("note");
-    d.alphas.push_back(
-        {alpha, row.string_or("figure", ""), note ? text_at(*note) : Text{"", "", ""}});
+    out.push_back({alpha, row.string_or("figure", ""), note ? text_at(*note) : Text{"", "", ""}});
   }
-  const JsonView s = j.at("sensitivity");
-  s.allow_only({"table", "datasets", "no_checkpointing_notes", "cache_memory_gib", "cache_note"});
-  d.sensitivity = table_text_at(s.at("table"));
-  d.sensitivity_datasets = string_list(s.at("datasets"));
-  const JsonView notes = s.at("no_checkpointing_notes");
-  for (const auto& key : notes.keys()) d.no_checkpointing_notes[key] = text_at(notes.at(key));
-  d.cache_memory_gib = s.positive("cache_memory_gib");
-  d.cache_memory_note = text_at(s.at("cache_note"));
+  return out;
+}
+
+void read_studies(const JsonView& j, Data& d) {
+  read_fields(j.at("alpha_table"),
+              {Field("table", &d.alpha_table), Field("rows", into(&d.alphas, alpha_rows))});
+  const auto notes = [&](const JsonView& n) {
+    for (const auto& key : n.keys()) d.no_checkpointing_notes[key] = text_at(n.at(key));
+  };
+  read_fields(
+      j.at("sensitivity"),
+      {Field("table", &d.sensitivity), Field("datasets", &d.sensitivity_datasets),
+       Field("no_checkpointing_notes", notes), Field("cache_memory_gib", &d.cache_memory_gib),
+       Field("cache_note", &d.cache_memory_note)});
   const JsonView m = j.at("missing");
-  m.allow_only({"freeze_epoch", "baseline_time_datasets", "baseline_time", "comm_part", "comm"});
-  d.missing_freeze_epoch = text_at(m.at("freeze_epoch"));
-  d.baseline_time_datasets = string_list(m.at("baseline_time_datasets"));
+  read_fields(m, {Field("freeze_epoch", &d.missing_freeze_epoch),
+                  Field("baseline_time_datasets", &d.baseline_time_datasets),
+                  Field("baseline_time", &d.missing_baseline_time),
+                  Field("comm_part", &d.missing_comm_part), Field("comm", &d.missing_comm)});
   if (d.baseline_time_datasets.size() != 2) {
     m.at("baseline_time_datasets").fail("expected two datasets, the note compares them");
   }
-  d.missing_baseline_time = text_at(m.at("baseline_time"));
-  d.missing_comm_part = text_at(m.at("comm_part"));
-  d.missing_comm = text_at(m.at("comm"));
 }
 
 }  // namespace

@@ -40,18 +40,16 @@ Profile sgd_profile(const Setup& setup, const std::string& model) {
 PlanRequest request(const Setup& setup, const std::string& model, const Profile& profile,
                     int stages, const std::string& schedule, int batch, int chunks,
                     Checkpoint checkpoint, const std::string& partitioner) {
-  PlanRequest r;
-  r.model = model;
-  r.profile = profile;
-  r.cluster = setup.cluster;
-  r.catalog = setup.catalog;
-  r.stages = stages;
-  r.schedule = schedule;
-  r.batch_size = batch;
-  r.chunks = chunks;
-  r.checkpoint = checkpoint;
-  r.partitioner = partitioner;
-  return r;
+  return {.model = model,
+          .profile = profile,
+          .cluster = setup.cluster,
+          .catalog = setup.catalog,
+          .stages = stages,
+          .schedule = schedule,
+          .batch_size = batch,
+          .chunks = chunks,
+          .partitioner = partitioner,
+          .checkpoint = checkpoint};
 }
 
 double measured_bytes(const Setup& setup, double allocated) {
@@ -161,47 +159,37 @@ ReproTable ablation_table(const Setup& setup, const ReferenceTable& ref) {
   return t;
 }
 
-class TorchgpipeEntry : public ReproEntry {
- public:
-  std::string id() const override { return "torchgpipe"; }
-  std::string title(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    return data.title(cluster_facts(load_cluster(data.cluster, context.catalog)));
+ReproResult run_entry(const Data& data, const ReproContext& context) {
+  const ReferenceTable t1 = load_reference(context, data.ablation_reference);
+  const ReferenceTable t3 = load_reference(context, data.memory_reference);
+  Setup setup;
+  setup.catalog = &context.catalog;
+  setup.cluster = load_cluster(data.cluster, context.catalog);
+  setup.data = &data;
+  if (const FrameworkMemory* fw =
+          FrameworkCatalog::load_dir(context.catalog.dir()).for_device(setup.cluster.device.name))
+    setup.framework = *fw;
+  const TextArgs args = setup.args();
+  ReproResult res;
+  res.citation = data.citation(TextArgs(args).set("ablation", t1.path).set("memory", t3.path));
+  res.tables.push_back(memory_table(setup, t3));
+  res.tables.push_back(ablation_table(setup, t1));
+  for (auto& t : speed_tables(setup)) res.tables.push_back(std::move(t));
+  for (const Text& a : data.assumptions) res.assumptions.push_back(a(args));
+  for (auto& note : memory_notes(setup, t3, res.tables.front())) {
+    res.assumptions.push_back(std::move(note));
   }
-
-  ReproResult run(const ReproContext& context) const override {
-    const Data data = load_data(context);
-    const ReferenceTable t1 = load_reference(context, data.ablation_reference);
-    const ReferenceTable t3 = load_reference(context, data.memory_reference);
-    Setup setup;
-    setup.catalog = &context.catalog;
-    setup.cluster = load_cluster(data.cluster, context.catalog);
-    setup.data = &data;
-    if (const FrameworkMemory* fw =
-            FrameworkCatalog::load_dir(context.catalog.dir()).for_device(setup.cluster.device.name))
-      setup.framework = *fw;
-    const TextArgs args = setup.args();
-    ReproResult res;
-    res.id = id();
-    res.citation = data.citation(TextArgs(args).set("ablation", t1.path).set("memory", t3.path));
-    res.tables.push_back(memory_table(setup, t3));
-    res.tables.push_back(ablation_table(setup, t1));
-    for (auto& t : speed_tables(setup)) res.tables.push_back(std::move(t));
-    for (const Text& a : data.assumptions) res.assumptions.push_back(a(args));
-    for (auto& note : memory_notes(setup, t3, res.tables.front())) {
-      res.assumptions.push_back(std::move(note));
-    }
-    for (const Text& a : data.closing_notes) res.assumptions.push_back(a(args));
-    return res;
-  }
-};
+  for (const Text& a : data.closing_notes) res.assumptions.push_back(a(args));
+  return res;
+}
 
 }  // namespace
 
 }  // namespace torchgpipe
 
 std::unique_ptr<ReproEntry> make_torchgpipe_entry() {
-  return std::make_unique<torchgpipe::TorchgpipeEntry>();
+  return std::make_unique<DataEntry<torchgpipe::Data>>(
+      "torchgpipe", torchgpipe::load_data, cluster_title<torchgpipe::Data>, torchgpipe::run_entry);
 }
 
 }  // namespace pipetwin::sim

@@ -1,7 +1,5 @@
 // `pipetwin reproduce torchgpipe`: its data file, experiments/reference/torchgpipe-entry.json
 // (see torchgpipe.hpp's Data), read and checked before anything runs.
-#include <fmt/format.h>
-
 #include "core/cost_model.hpp"
 #include "studies/reproduce/torchgpipe.hpp"
 
@@ -9,105 +7,83 @@ namespace pipetwin::sim::torchgpipe {
 
 namespace {
 
-RunSetting run_setting(const JsonView& j) {
-  j.allow_only({"schedule", "checkpoint", "partitioner"});
-  return {schedule_at(j.at("schedule")), checkpoint_at(j.at("checkpoint")),
-          partitioner_at(j.at("partitioner"))};
+Field::Reader run_setting(RunSetting* out) {
+  return [out](const JsonView& j) {
+    read_fields(j, {Field("schedule", into(&out->schedule, schedule_at)),
+                    Field("checkpoint", &out->checkpoint),
+                    Field("partitioner", into(&out->partitioner, partitioner_at))});
+  };
 }
 
 Data::Ablation ablation(const JsonView& j) {
-  j.allow_only({"table", "model", "stages", "schedule", "batch", "chunks", "checkpoint",
-                "partitioner", "notes"});
   Data::Ablation a;
-  a.table = table_text_at(j.at("table"));
-  a.model = zoo_model_at(j.at("model"));
-  a.stages = j.at("stages").as_int32();
-  a.batch = j.at("batch").as_int32();
-  a.chunks = j.at("chunks").as_int32();
-  for (const char* key : {"stages", "batch", "chunks"}) {
-    if (j.at(key).as_int32() < 1) j.at(key).fail("expected a positive integer");
-  }
-  a.run = {schedule_at(j.at("schedule")), checkpoint_at(j.at("checkpoint")),
-           partitioner_at(j.at("partitioner"))};
-  const JsonView n = j.at("notes");
-  n.allow_only({"not_modelled", "utilization", "memory", "speedup"});
-  a.not_modelled = text_at(n.at("not_modelled"));
-  a.utilization = text_at(n.at("utilization"));
-  a.memory = text_at(n.at("memory"));
-  a.speedup = text_at(n.at("speedup"));
+  const auto notes = [&a](const JsonView& n) {
+    read_fields(n, {Field("not_modelled", &a.not_modelled), Field("utilization", &a.utilization),
+                    Field("memory", &a.memory), Field("speedup", &a.speedup)});
+  };
+  read_fields(
+      j,
+      {Field("table", &a.table), Field("model", into(&a.model, zoo_model_at)),
+       Field("stages", &a.stages), Field("schedule", into(&a.run.schedule, schedule_at)),
+       Field("batch", &a.batch), Field("chunks", &a.chunks), Field("checkpoint", &a.run.checkpoint),
+       Field("partitioner", into(&a.run.partitioner, partitioner_at)), Field("notes", notes)});
   return a;
 }
 
 Data::Memory memory(const JsonView& j) {
-  j.allow_only({"table", "batch", "chunks", "gpu_counts", "pipeline", "naive", "search", "notes",
-                "missing"});
   Data::Memory m;
-  m.table = table_text_at(j.at("table"));
-  m.batch = j.at("batch").as_int32();
-  if (m.batch < 1) j.at("batch").fail("expected a positive integer");
-  m.chunks = positive_ints(j.at("chunks"));
-  m.gpu_counts = positive_ints(j.at("gpu_counts"));
-  m.pipeline = run_setting(j.at("pipeline"));
-  m.naive = run_setting(j.at("naive"));
-  const JsonView s = j.at("search");
-  s.allow_only({"widths", "chunks", "min_depth"});
-  m.widths = positive_ints(s.at("widths"));
-  m.search_chunks = positive_ints(s.at("chunks"));
-  m.min_depth = s.at("min_depth").as_int32();
-  if (m.min_depth < 1) s.at("min_depth").fail("expected a positive integer");
-  const JsonView n = j.at("notes");
-  n.allow_only({"usage", "naive_fits", "fits", "naive_on_one", "largest", "deepest"});
-  m.usage = text_at(n.at("usage"));
-  m.naive_fits = text_at(n.at("naive_fits"));
-  m.fits = text_at(n.at("fits"));
-  m.naive_on_one = text_at(n.at("naive_on_one"));
-  m.largest = text_at(n.at("largest"));
-  m.deepest = text_at(n.at("deepest"));
-  const JsonView x = j.at("missing");
-  x.allow_only({"head", "naive", "over", "under", "depth"});
-  m.missing_head = text_at(x.at("head"));
-  m.missing_naive = text_at(x.at("naive"));
-  m.missing_over = text_at(x.at("over"));
-  m.missing_under = text_at(x.at("under"));
-  m.missing_depth = text_at(x.at("depth"));
+  const auto search = [&m](const JsonView& s) {
+    read_fields(s, {Field("widths", &m.widths), Field("chunks", &m.search_chunks),
+                    Field("min_depth", &m.min_depth)});
+  };
+  const auto notes = [&m](const JsonView& n) {
+    read_fields(n, {Field("usage", &m.usage), Field("naive_fits", &m.naive_fits),
+                    Field("fits", &m.fits), Field("naive_on_one", &m.naive_on_one),
+                    Field("largest", &m.largest), Field("deepest", &m.deepest)});
+  };
+  const auto missing = [&m](const JsonView& x) {
+    read_fields(x, {Field("head", &m.missing_head), Field("naive", &m.missing_naive),
+                    Field("over", &m.missing_over), Field("under", &m.missing_under),
+                    Field("depth", &m.missing_depth)});
+  };
+  read_fields(j, {Field("table", &m.table), Field("batch", &m.batch), Field("chunks", &m.chunks),
+                  Field("gpu_counts", &m.gpu_counts), Field("pipeline", run_setting(&m.pipeline)),
+                  Field("naive", run_setting(&m.naive)), Field("search", search),
+                  Field("notes", notes), Field("missing", missing)});
   return m;
 }
 
-Data::Speed::Model speed_model(const JsonView& j, bool naive) {
+template <bool naive>
+Data::Speed::Model speed_model(const JsonView& j) {
   Data::Speed::Model m;
-  if (naive) {
-    j.allow_only({"table", "model", "schedule", "checkpoint", "naive_batches", "batches",
-                  "partitions", "notes"});
-    m.naive_batches = positive_ints(j.at("naive_batches"));
-    const JsonView n = j.at("notes");
-    n.allow_only({"naive", "pipeline"});
-    m.naive_note = text_at(n.at("naive"));
-    m.pipeline_note = text_at(n.at("pipeline"));
+  const auto notes = [&m](const JsonView& n) {
+    read_fields(n, {Field("naive", &m.naive_note), Field("pipeline", &m.pipeline_note)});
+  };
+  if constexpr (naive) {
+    read_fields(
+        j, {Field("table", &m.table), Field("model", into(&m.model, zoo_model_at)),
+            Field("schedule", into(&m.schedule, schedule_at)), Field("checkpoint", &m.checkpoint),
+            Field("naive_batches", &m.naive_batches), Field("batches", &m.batches),
+            Field("partitions", &m.partitions), Field("notes", notes)});
   } else {
-    j.allow_only({"table", "model", "schedule", "batches", "partitions", "micro_batches",
-                  "checkpoint", "checkpoint_one_micro_batch"});
-    m.micro_batches = positive_ints(j.at("micro_batches"));
-    m.checkpoint_one_micro_batch = checkpoint_at(j.at("checkpoint_one_micro_batch"));
+    read_fields(j, {Field("table", &m.table), Field("model", into(&m.model, zoo_model_at)),
+                    Field("schedule", into(&m.schedule, schedule_at)), Field("batches", &m.batches),
+                    Field("partitions", &m.partitions), Field("micro_batches", &m.micro_batches),
+                    Field("checkpoint", &m.checkpoint),
+                    Field("checkpoint_one_micro_batch", &m.checkpoint_one_micro_batch)});
   }
-  m.table = table_text_at(j.at("table"));
-  m.model = zoo_model_at(j.at("model"));
-  m.schedule = schedule_at(j.at("schedule"));
-  m.checkpoint = checkpoint_at(j.at("checkpoint"));
-  m.batches = positive_ints(j.at("batches"));
-  m.partitions = positive_ints(j.at("partitions"));
   return m;
 }
 
 Data::Speed speed(const JsonView& j) {
-  j.allow_only({"partitioner", "batch_notes", "amoebanet", "unet"});
   Data::Speed s;
-  s.partitioner = partitioner_at(j.at("partitioner"));
-  const JsonView n = j.at("batch_notes");
-  n.allow_only({"none", "best"});
-  s.no_batch = text_at(n.at("none"));
-  s.best_batch = text_at(n.at("best"));
-  s.amoebanet = speed_model(j.at("amoebanet"), false);
-  s.unet = speed_model(j.at("unet"), true);
+  const auto notes = [&s](const JsonView& n) {
+    read_fields(n, {Field("none", &s.no_batch), Field("best", &s.best_batch)});
+  };
+  read_fields(
+      j, {Field("partitioner", into(&s.partitioner, partitioner_at)), Field("batch_notes", notes),
+          Field("amoebanet", into(&s.amoebanet, speed_model<false>)),
+          Field("unet", into(&s.unet, speed_model<true>))});
   return s;
 }
 
@@ -116,23 +92,18 @@ Data::Speed speed(const JsonView& j) {
 Data load_data(const ReproContext& context) {
   const EntryDoc doc =
       load_entry_doc(context, "torchgpipe-entry.json", "pipetwin.reproduce.torchgpipe");
-  const JsonView j = doc.root();
-  j.allow_only({"format", "version", "about", "title", "references", "citation", "cluster",
-                "explain_above", "ablation", "memory", "speed", "assumptions", "closing_notes"});
   Data d;
-  d.title = text_at(j.at("title"));
-  const JsonView refs = j.at("references");
-  refs.allow_only({"ablation", "memory"});
-  d.ablation_reference = refs.string("ablation");
-  d.memory_reference = refs.string("memory");
-  d.citation = text_at(j.at("citation"));
-  d.cluster = cluster_at(j.at("cluster"), context.catalog);
-  d.explain_above = j.nonneg("explain_above");
-  d.ablation = ablation(j.at("ablation"));
-  d.memory = memory(j.at("memory"));
-  d.speed = speed(j.at("speed"));
-  d.assumptions = texts(j.at("assumptions"));
-  d.closing_notes = texts(j.at("closing_notes"));
+  const auto refs = [&d](const JsonView& r) {
+    read_fields(r,
+                {Field("ablation", &d.ablation_reference), Field("memory", &d.memory_reference)});
+  };
+  doc.read_fields({Field("title", &d.title), Field("references", refs),
+                   Field("citation", &d.citation),
+                   Field("cluster", cluster_into(&d.cluster, context.catalog)),
+                   Field("explain_above", into(&d.explain_above, &JsonView::as_nonneg)),
+                   Field("ablation", into(&d.ablation, ablation)),
+                   Field("memory", into(&d.memory, memory)), Field("speed", into(&d.speed, speed)),
+                   Field("assumptions", &d.assumptions), Field("closing_notes", &d.closing_notes)});
   return d;
 }
 

@@ -4,7 +4,9 @@
 #include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "core/cost_model.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "core/memory_pools.hpp"
@@ -289,6 +291,28 @@ ScheduleSearch search_schedules(const PlanRequest& request,
     out.request.virtual_stages = winner->candidate.virtual_stages;
   }
   return out;
+}
+
+std::string search_refusal(const ScheduleSearch& search) {
+  const ScheduleTrial* leanest = nullptr;
+  std::vector<std::string> tried;
+  for (const auto& t : search.trials) {
+    tried.push_back(t.candidate.label());
+    const auto& e = t.evaluation;
+    if (!e.ok() || !e.simulated) continue;
+    if (!leanest || e.over_bytes < leanest->evaluation.over_bytes) leanest = &t;
+  }
+  if (leanest == nullptr) {
+    return fmt::format("--schedule auto: no schedule can run the request (tried {}); {}: {}",
+                       fmt::join(tried, ", "), search.trials.front().candidate.label(),
+                       search.trials.front().evaluation.error);
+  }
+  const auto& e = leanest->evaluation;
+  return fmt::format(
+      "--schedule auto: no schedule fits (tried {}); the leanest, {}, needs {:.2f} GiB of "
+      "{:.2f} GiB on {}; try more stages, checkpointing, or a smaller micro-batch",
+      fmt::join(tried, ", "), leanest->candidate.label(), (e.capacity_bytes + e.over_bytes) / kGiB,
+      e.capacity_bytes / kGiB, e.oom_device);
 }
 
 }  // namespace pipetwin::sim

@@ -127,4 +127,10 @@ struct ScheduleSearch {
 ScheduleSearch search_schedules(const PlanRequest& request,
                                 const std::vector<ScheduleCandidate>& candidates);
 
+// Why a search chose nothing, as `plan --schedule auto` refuses: "--schedule auto: no schedule
+// fits (tried gpipe, 1f1b, ...); the leanest, zbv, needs 92.10 GiB of 80.00 GiB on device 0 (...);
+// try more stages, checkpointing, or a smaller micro-batch", or, when no candidate could run at
+// all, the first candidate's reason.
+std::string search_refusal(const ScheduleSearch& search);
+
 }  // namespace pipetwin::sim

@@ -134,6 +134,15 @@ std::string best_path(const std::string& output) {
   return output + ".best.csv";
 }
 
+BestPoints save_best_points(const std::string& csv, int top) {
+  BestPoints out;
+  out.all = load_sweep(csv);
+  out.best = best_points(out.all, static_cast<size_t>(std::max(top, 0)));
+  out.path = best_path(csv);
+  save_sweep(out.best, out.path);
+  return out;
+}
+
 std::vector<size_t> varying_inputs(const SweepTable& table) {
   std::vector<size_t> out;
   const std::string origin = "sweep results";

@@ -35,6 +35,14 @@ void save_sweep(const SweepTable& table, const std::string& path);
 SweepTable best_points(const SweepTable& table, size_t top);
 // SWEEP.csv -> SWEEP.best.csv (any other name gets ".best.csv" appended).
 std::string best_path(const std::string& output);
+
+// The sweep CSV at `csv` (all), its best `top` points (best) and where they were written (path:
+// best_path(csv)), as `pipetwin sweep` and `sweep merge` leave them after a whole run.
+struct BestPoints {
+  SweepTable all, best;
+  std::string path;
+};
+BestPoints save_best_points(const std::string& csv, int top);
 // Input columns (between `points` and `plan_M`) whose value differs between rows: what a
 // summary needs to show to tell the points apart.
 std::vector<size_t> varying_inputs(const SweepTable& table);
