@@ -12,6 +12,18 @@
 //
 // Without --profiles it uses every shipped measured profile of a zoo model under traces/ (they
 // must share one device). The device's peak FLOP/s and bandwidth come from the catalog.
+//
+// The op-level model (profiles/zoo/op_cost.hpp):
+//   pipetwin calibrate --microbench -o OPS.json [--torch-device cpu|cuda] [--device-name NAME]
+//                      [--dtype float32] [--units N] [--quick] [--profiles A.json,B.json]
+// times the micro-benchmark on this machine (exec/profile/microbench.hpp; LibTorch builds only)
+// and writes the fitted op parameters (profiles/zoo/op_fit.hpp). With --profiles it also reports
+// the new file's per-layer error against them, as --op-model does.
+//   pipetwin calibrate --op-model [--ops OPS.json] [--profiles A.json,B.json] [-o REFINED.json]
+// prints the per-layer error of the op-level model against measured profiles (default: the
+// shipped ones of the ops file's device), unrefined and with a layer refinement fitted leave one
+// model out (profiles/zoo/op_validation.hpp); -o writes the op file with the refinement fitted
+// on every model. --ops defaults to <catalog>/ops/<device>.json.
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -23,6 +35,12 @@
 #include "core/error.hpp"
 #include "profiles/model_source.hpp"
 #include "profiles/zoo/calibration.hpp"
+#include "profiles/zoo/op_fit.hpp"
+#include "profiles/zoo/op_validation.hpp"
+
+#ifdef PIPETWIN_HAS_EXEC
+#include "exec/profile/microbench.hpp"
+#endif
 
 namespace pipetwin::cli {
 
@@ -33,12 +51,18 @@ struct CalibrateArgs {
   std::string holdout_model, catalog, output;
   int holdout = 0;
   bool leave_one_model_out = false, single_overhead = false;
+  // The op-level model.
+  bool microbench = false, op_model = false, quick = false;
+  std::string ops, torch_device = "cpu", device_name = "cpu-core", dtype = "float32";
+  double units = 0;  // 0: the catalog's op file's, or 1
+  int threads = 1;
 };
 
-std::vector<std::string> shipped_zoo_profiles() {
+// Shipped measured profiles of zoo models (of `device` when given).
+std::vector<std::string> shipped_zoo_profiles(const std::string& device = "") {
   std::vector<std::string> out;
   for (const auto& s : list_shipped_profiles(default_traces_dir())) {
-    if (s.source != "measured") continue;
+    if (s.source != "measured" || (!device.empty() && s.device != device)) continue;
     if (zoo::is_zoo_family(ModelSpec::parse(s.model, s.path))) out.push_back(s.path);
   }
   if (out.empty()) {
@@ -91,7 +115,122 @@ void print_holdout(const zoo::HoldoutReport& report) {
   std::fputs(error_line("leave one model out, all models", report.overall).c_str(), stdout);
 }
 
+std::vector<Profile> load_profiles(const std::vector<std::string>& paths) {
+  std::vector<Profile> out;
+  for (const auto& p : paths) out.push_back(load_profile(p));
+  return out;
+}
+
+void print_op_validation(const zoo::OpValidation& v) {
+  Table t({"model", "tasks", "microbench only: median", "worst", "leave one model out: median",
+           "worst", "refinement: scale, first / last layer fwd+bwd"});
+  for (const auto& m : v.models) {
+    t.add(
+        {m.model, std::to_string(m.raw.count), fmt_percent(m.raw.median), fmt_percent(m.raw.worst),
+         fmt_percent(m.held.median), fmt_percent(m.held.worst),
+         fmt::format(
+             "{:.2f}, {} / {}", m.refinement.scale.value,
+             fmt_seconds(m.refinement.first_forward_s.value + m.refinement.first_backward_s.value),
+             fmt_seconds(m.refinement.last_forward_s.value + m.refinement.last_backward_s.value))});
+  }
+  std::fputs(t.render().c_str(), stdout);
+  std::fputs(error_line("op-level model, microbench parameters only", v.raw).c_str(), stdout);
+  std::fputs(error_line("op-level model, refinement fitted leave one model out", v.held).c_str(),
+             stdout);
+}
+
+// The op file of `device` in the catalog, or `explicit_path`.
+std::string ops_path_for(const CalibrateArgs& a, const std::string& device) {
+  if (!a.ops.empty()) return a.ops;
+  const std::string dir = a.catalog.empty() ? Catalog::default_dir() : a.catalog;
+  return zoo::op_params_path(dir, device);
+}
+
+void run_op_model(const CalibrateArgs& a) {
+  std::vector<std::string> paths = a.profiles;
+  zoo::OpParams p;
+  if (paths.empty()) {
+    p = zoo::load_op_params(ops_path_for(a, a.device_name));
+    paths = shipped_zoo_profiles(p.device);
+  } else {
+    p = zoo::load_op_params(ops_path_for(a, load_profile(paths.front()).device));
+  }
+  const zoo::OpValidation v = zoo::validate_op_model(load_profiles(paths), p, paths);
+  std::printf("op-level model with %s against %zu profiles\n", p.origin.c_str(), paths.size());
+  print_op_validation(v);
+  if (a.output.empty()) return;
+  zoo::OpParams refined = p;
+  std::string names;
+  for (const auto& m : v.models) names += (names.empty() ? "" : ", ") + m.model;
+  refined.refinement = zoo::fit_refinement(v.tasks, "",
+                                           fmt::format("the profiles of {} (pipetwin calibrate "
+                                                       "--op-model)",
+                                                       names));
+  refined.notes =
+      p.notes + fmt::format("; layer refinement fitted to {} measured profiles", paths.size());
+  Json layers = zoo::op_validation_json(v);
+  layers.erase("tasks");  // every layer pass of every profile: the summaries suffice here
+  refined.fit = Json{{"microbench", p.fit}, {"layers", layers}};
+  zoo::save_op_params(refined, a.output);
+  std::printf("wrote %s\n", a.output.c_str());
+}
+
+void print_microbench_fit(const zoo::OpParams& p) {
+  const auto& g = p.gemm.begin()->second;
+  std::printf("host %s per operator, %s per autograd node, %s per parameter tensor; launch %s\n",
+              fmt_seconds(p.host_s.value).c_str(), fmt_seconds(p.host_node_s.value).c_str(),
+              fmt_seconds(p.host_tensor_s.value).c_str(), fmt_seconds(p.launch_s.value).c_str());
+  std::printf(
+      "bandwidth %.1f GB/s (%.1f GB/s up to %.0f KiB); GEMM tile %gx%g, %.1f GFLOP/s per "
+      "unit, tile overhead %g\n",
+      p.bandwidth.value / 1e9, p.cache_bandwidth.value / 1e9, p.cache_bytes.value / 1024,
+      g.tile_m.value, g.tile_n.value, g.unit_flops.value / 1e9, g.tile_k_overhead.value);
+  Table t({"timings", "cases", "median error", "worst"});
+  for (const auto& [group, r] : p.fit.at("groups").items()) {
+    t.add({group, std::to_string(r.at("samples").get<int>()),
+           fmt_percent(r.at("median_error").get<double>()),
+           fmt_percent(r.at("worst_error").get<double>())});
+  }
+  std::fputs(t.render().c_str(), stdout);
+}
+
+void run_microbench(const CalibrateArgs& a) {
+#ifdef PIPETWIN_HAS_EXEC
+  if (a.output.empty()) throw InputError("calibrate --microbench: give -o FILE for the op file");
+  exec::MicrobenchOptions o;
+  o.torch_device = a.torch_device;
+  o.device = a.device_name;
+  o.dtype = a.dtype;
+  o.threads = a.threads;
+  o.quick = a.quick;
+  o.units = a.units > 0 ? a.units : 1;
+  if (a.units > 0) {
+    o.units_source = "given on the command line (--units)";
+  } else if (a.torch_device != "cpu") {
+    const zoo::OpParams shipped = zoo::load_op_params(ops_path_for(a, a.device_name));
+    o.units = shipped.units.value;
+    o.units_source = shipped.units.source;
+  }
+  const zoo::MicrobenchData data = exec::run_microbench(
+      o, [](const std::string& what) { std::printf("timing %s\n", what.c_str()); });
+  const zoo::OpParams p = zoo::fit_op_params(data);
+  print_microbench_fit(p);
+  zoo::save_op_params(p, a.output);
+  std::printf("wrote %s\n", a.output.c_str());
+  if (a.profiles.empty()) return;
+  const zoo::OpValidation v = zoo::validate_op_model(load_profiles(a.profiles), p, a.profiles);
+  print_op_validation(v);
+#else
+  (void)a;
+  throw InputError(
+      "calibrate --microbench times LibTorch operators: this build has none (configure with "
+      "-DPIPETWIN_WITH_TORCH=ON)");
+#endif
+}
+
 void run_calibrate(const CalibrateArgs& a) {
+  if (a.microbench) return run_microbench(a);
+  if (a.op_model) return run_op_model(a);
   if (a.holdout < 0)
     throw InputError(fmt::format("--holdout must not be negative ({} given)", a.holdout));
   const std::vector<std::string> paths = a.profiles.empty() ? shipped_zoo_profiles() : a.profiles;
@@ -140,7 +279,26 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--single-overhead", args->single_overhead,
                 "fit one overhead for every task (the model without per-kind overheads)");
   cmd->add_option("--catalog", args->catalog, "hardware catalog folder (default: hardware/)");
-  cmd->add_option("-o,--output", args->output, "write the efficiencies here (pipetwin.efficiency)");
+  cmd->add_option("-o,--output", args->output,
+                  "write the efficiencies (or, with --microbench / --op-model, the op file) here");
+  auto* bench = cmd->add_flag("--microbench", args->microbench,
+                              "time the op-level model's micro-benchmark here and fit an op file "
+                              "(LibTorch builds)");
+  auto* op_model = cmd->add_flag("--op-model", args->op_model,
+                                 "per-layer error of the op-level model against measured profiles");
+  bench->excludes(op_model);
+  cmd->add_option("--ops", args->ops, "op file (default: <catalog>/ops/<device>.json)");
+  cmd->add_option("--torch-device", args->torch_device, "where --microbench times: cpu or cuda")
+      ->capture_default_str();
+  cmd->add_option("--device-name", args->device_name,
+                  "catalog name of the device measured (--microbench, --op-model)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "dtype the micro-benchmark computes in")
+      ->capture_default_str();
+  cmd->add_option("--units", args->units, "SMs (GPU) the wave model spreads tiles over");
+  cmd->add_option("--threads", args->threads, "intra-op threads (--microbench)")
+      ->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "fewer micro-benchmark shapes (a smoke test)");
   cmd->callback([args] { run_calibrate(*args); });
 }
 

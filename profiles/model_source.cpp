@@ -8,10 +8,11 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "profiles/model_spec.hpp"
 #include "core/precision.hpp"
+#include "profiles/model_spec.hpp"
 #include "profiles/synthetic.hpp"
 #include "profiles/zoo/analytic.hpp"
+#include "profiles/zoo/op_cost.hpp"
 #include "profiles/zoo/zoo.hpp"
 
 #ifndef PIPETWIN_DATA_DIR
@@ -111,20 +112,49 @@ Profile load_in_dtype(const std::string& path, const std::string& dtype) {
   return p;
 }
 
-// Steps 1-3 of the resolution; null when none applies.
+// An efficiency file the catalog derived from published measurements of the device (one with
+// "sources", hardware/efficiency/derive_published.py), for `dtype`.
+bool published_efficiency(const std::string& device, const std::string& dtype) {
+  const fs::path dir = fs::path(Catalog::default_dir()) / "efficiency";
+  for (const fs::path& f : {dir / (device + "-" + dtype + ".json"), dir / (device + ".json")}) {
+    if (!fs::is_regular_file(f)) continue;
+    const zoo::Efficiency e = zoo::load_efficiency(f.string());
+    if (e.dtype.empty() || e.dtype == dtype) return !e.sources.empty();
+  }
+  return false;
+}
+
+// The op parameters step 4 prices the device with, when the op-level model applies.
+std::optional<zoo::OpParams> op_params_for(const std::string& device, const std::string& dtype,
+                                           const std::string& efficiency_file) {
+  if (!efficiency_file.empty() || device.empty()) return std::nullopt;
+  const std::string path = zoo::op_params_path(Catalog::default_dir(), device);
+  if (!fs::is_regular_file(path) || published_efficiency(device, dtype)) return std::nullopt;
+  zoo::OpParams p = zoo::load_op_params(path);
+  if (p.gemm.count(dtype) == 0) return std::nullopt;
+  return p;
+}
+
+// Steps 1-3 of the resolution; null when none applies. A measured profile of another device is
+// not scaled to a device the op-level model prices (step 4 prices it from its operations).
 std::optional<Profile> explicit_or_measured(const std::string& model,
                                             const std::string& profile_path,
-                                            const std::string& device, const std::string& dtype,
+                                            const std::string& device, const ResolveOptions& o,
                                             std::vector<ShippedProfile>& shipped,
                                             ShippedMatch& match) {
-  if (!profile_path.empty()) return load_in_dtype(profile_path, dtype);
+  if (!profile_path.empty()) return load_in_dtype(profile_path, o.dtype);
   if (model.empty()) throw InputError("give a model (--model NAME) or a profile (--profile FILE)");
   const ModelSpec spec = ModelSpec::parse(model, "--model");
   if (is_synthetic_model(spec)) return synthetic_profile(spec);
   shipped = list_shipped_profiles(default_traces_dir());
-  match = find_shipped(shipped, spec, model, device, dtype);
-  if (match.measured) return load_profile(match.measured->path);
-  return std::nullopt;
+  match = find_shipped(shipped, spec, model, device, o.dtype);
+  if (!match.measured) return std::nullopt;
+  const std::string dtype = o.dtype.empty() ? "float32" : o.dtype;
+  if (match.measured->device != device && zoo::is_zoo_family(spec) &&
+      op_params_for(device, dtype, o.efficiency_file)) {
+    return std::nullopt;
+  }
+  return load_profile(match.measured->path);
 }
 
 // Steps 1-5. `device` null: look `device_name` up in the default catalog if step 4 needs it.
@@ -133,7 +163,7 @@ Profile resolve(const std::string& model, const std::string& profile_path,
   ShippedMatch match;
   std::vector<ShippedProfile> shipped;
   std::optional<Profile> p =
-      explicit_or_measured(model, profile_path, device_name, o.dtype, shipped, match);
+      explicit_or_measured(model, profile_path, device_name, o, shipped, match);
   if (!p) {
     const ModelSpec spec = ModelSpec::parse(model, "--model");
     const std::string dtype = o.dtype.empty() ? "float32" : o.dtype;
@@ -146,8 +176,11 @@ Profile resolve(const std::string& model, const std::string& profile_path,
       zoo::AnalyticOptions options;
       options.dtype = dtype;
       if (!o.optimizer.empty()) options.optimizer = o.optimizer;
+      const zoo::ZooModel described = zoo::describe_model(spec);
+      if (auto ops = op_params_for(device->name, dtype, o.efficiency_file))
+        return zoo::op_level_profile(described, *device, *ops, options);
       options.efficiency = efficiency_for(*device, dtype, o.efficiency_file);
-      return zoo::analytic_profile(zoo::describe_model(spec), *device, options);
+      return zoo::analytic_profile(described, *device, options);
     }
     if (!match.other) {
       no_profile(model, o.dtype,

@@ -6,11 +6,20 @@
 //   1. an explicit profile file;
 //   2. a synthetic spec, built in place;
 //   3. a shipped MEASURED profile under traces/ (a profile whose "model" field is that name),
-//      preferring one measured on the requested device: a measured profile always wins over the
-//      analytic one when both exist (the cost model scales it to the device);
-//   4. a zoo name (profiles/zoo/zoo.hpp) on a known device: the analytic profile on that device
-//      (profiles/zoo/analytic.hpp), with the efficiencies calibrated for the device when the catalog
-//      has <catalog>/efficiency/<device>.json, else the built-in defaults;
+//      preferring one measured on the requested device: a measured profile wins over the
+//      analytic one when both exist (the cost model scales it to the device), except that a
+//      profile measured on another device is not scaled to a zoo model's device that has op
+//      parameters (step 4's op-level model prices that device from its operations);
+//   4. a zoo name (profiles/zoo/zoo.hpp) on a known device: an analytic profile on that device.
+//      The op-level model (profiles/zoo/op_cost.hpp) when the catalog has op parameters for the
+//      device (<catalog>/ops/<device>.json) in the dtype, unless an efficiency file is given
+//      (ResolveOptions::efficiency_file) or the catalog's efficiency file for the device was
+//      derived from published measurements of it (one with "sources": the Turing and Pascal GPUs
+//      of the papers reproduced); else the roofline (profiles/zoo/analytic.hpp) with the
+//      efficiencies calibrated for the device when the catalog has
+//      <catalog>/efficiency/<device>.json, else the built-in defaults. So a GPU with op
+//      parameters (the H100 and H200 among them) is priced by the operations its layers launch,
+//      not by efficiencies fitted to profiles of a slow executor;
 //   5. any other shipped profile of that name (e.g. an analytic one for another device).
 // The device is a DeviceSpec, or a name looked up in the default catalog (hardware/devices.json).
 //

@@ -33,3 +33,6 @@ if(PIPETWIN_SANITIZE MATCHES "thread")
     exec_split_backward_test.cpp
     LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)
 endif()
+# The op-level model's micro-benchmark (exec/profile/microbench.hpp), a binary of its own.
+pipetwin_add_test(exec_microbench_tests exec_microbench_test.cpp
+  LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)

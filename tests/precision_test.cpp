@@ -10,9 +10,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "profiles/model_source.hpp"
 #include "core/plan.hpp"
+#include "profiles/model_source.hpp"
 #include "profiles/zoo/analytic.hpp"
+#include "profiles/zoo/op_params.hpp"
 #include "profiles/zoo/zoo.hpp"
 #include "sim/planner.hpp"
 #include "tests/test_util.hpp"
@@ -199,31 +200,37 @@ TEST(PlanPrecision, Bfloat16AdamMemoryIsTheHandCount) {
   }
 }
 
+// The H100 is priced by the op-level model (profiles/zoo/op_cost.hpp, hardware/ops/h100-sxm.json).
 TEST(PlanPrecision, Bfloat16RunsAtItsPeakAndAdamStepsMoveMoreBytes) {
   const PlannedModel bf16 = plan_bert("bfloat16", "adam");
   const PlannedModel bf16_sgd = plan_bert("bfloat16", "sgd");
   const PlannedModel f32 = plan_bert("float32", "adam");
-  const zoo::Efficiency e = zoo::default_efficiency();
-  // A compute-bound block: time = overhead + FLOPs / (peak x efficiency), with H100's dense
-  // bfloat16 peak (989.5 TFLOP/s) against its float32 one (67 TFLOP/s).
+  const zoo::OpParams ops =
+      zoo::load_op_params(zoo::op_params_path(Catalog::default_dir(), "h100-sxm"));
   const zoo::ZooModel m = zoo::describe_model("bert:large");
   const int mlp = m.layer_index("block0.mlp");
-  const double flops = 32 * m.layers[static_cast<size_t>(mlp)].forward_flops;
-  const auto forward = [mlp](const PlannedModel& p) {
-    return p.plan.profile.layers[static_cast<size_t>(mlp)].timings[0].forward_s;
+  const auto at = [mlp](const PlannedModel& p, int b) {
+    const auto& timings = p.plan.profile.layers[static_cast<size_t>(mlp)].timings;
+    const auto t = std::find_if(timings.begin(), timings.end(),
+                                [b](const LayerTiming& x) { return x.micro_batch == b; });
+    EXPECT_NE(t, timings.end());
+    return t->forward_s;
   };
-  const auto& timings = bf16.plan.profile.layers[static_cast<size_t>(mlp)].timings;
-  const auto at32 = std::find_if(timings.begin(), timings.end(),
-                                 [](const LayerTiming& t) { return t.micro_batch == 32; });
-  ASSERT_NE(at32, timings.end());
-  EXPECT_DOUBLE_EQ(at32->forward_s, e.overhead_s + flops / (989.5e12 * e.compute_for("mlp")));
-  EXPECT_LT(forward(bf16), forward(f32));  // micro-batch 1: memory-bound, half the bytes
-  // The optimizer step: overhead + traffic / (bandwidth x efficiency); Adam's 28 bytes per
-  // parameter against SGD's 12.
+  // A compute-bound block at micro-batch 32: its GEMMs run on the tensor cores, priced at the
+  // bfloat16 rate (0.8 x 989.5 TFLOP/s over 132 SMs per SM) against float32's (0.85 x 67).
+  const double rate_ratio =
+      ops.gemm_for("bfloat16").unit_flops.value / ops.gemm_for("float32").unit_flops.value;
+  EXPECT_GT(rate_ratio, 10);
+  EXPECT_GT(at(f32, 32) / at(bf16, 32), 5.0);
+  EXPECT_LT(at(bf16, 1), at(f32, 1));  // micro-batch 1: half the bytes
+  // The optimizer step is bound by its traffic on the device once the host issued the first
+  // call: host_s + calls x launch_s + traffic / bandwidth, Adam's 28 bytes per parameter in
+  // 8 calls against SGD's 12 in one.
   const LayerProfile& a = bf16.plan.profile.layers[static_cast<size_t>(mlp)];
   const LayerProfile& s = bf16_sgd.plan.profile.layers[static_cast<size_t>(mlp)];
-  EXPECT_NEAR((a.optimizer_step_s - e.overhead_s) / (s.optimizer_step_s - e.overhead_s),
-              28.0 / 12.0, 1e-12);
+  const double host = ops.host_s.value, launch = ops.launch_s.value;
+  EXPECT_NEAR((a.optimizer_step_s - host - 8 * launch) / (s.optimizer_step_s - host - launch),
+              28.0 / 12.0, 1e-9);
   EXPECT_GT(bf16.ctx.stages[0].optimizer_s, bf16_sgd.ctx.stages[0].optimizer_s);
   EXPECT_EQ(bf16.plan.profile.dtype, "bfloat16");
   EXPECT_EQ(bf16_sgd.plan.profile.optimizer, "sgd");

@@ -174,6 +174,8 @@ ZooModel describe_amoebanet(const ModelSpec& spec) {
   stem.params = s.params() + 2 * (F / 4);
   stem.flops = s.flops();
   stem.saved = 2 * s.out_elems();  // BatchNorm's input, and the output
+  stem.ops = {conv_op("conv", 3, F / 4, 3, image, image, 2, 1),
+              elt_op("bn", EltClass::batch_norm, s.out_elems(), false, 2)};
   m.layers.push_back(make_layer("stem1", "conv", stem, m.input_elems, s.out_elems()));
   CellInput prev_prev{F / 4, s.out_h()}, prev = prev_prev;
   int64_t c = F / 4;
@@ -194,6 +196,9 @@ ZooModel describe_amoebanet(const ModelSpec& spec) {
   head.params = prev.channels * classes + classes;
   head.flops = 2.0 * d(prev.channels * classes);
   head.saved = d(prev.channels) + d(classes);
+  head.ops = {elt_op("pool", EltClass::reduce, m.layers.back().output_elems),
+              linear_op("fc", 1, prev.channels, classes)};
+  add_loss_ops(head.ops, 1, classes);
   const int k = m.num_layers();
   m.edges.push_back({k - 1, k, m.layers.back().output_elems, false});
   m.layers.push_back(

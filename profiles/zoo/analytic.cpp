@@ -197,14 +197,12 @@ double task_time(const TaskWork& w, const std::string& kind, TaskPass pass, cons
          std::max(w.compute_s / e.compute_for(kind), w.memory_s / e.memory);
 }
 
-Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
-                         const AnalyticOptions& o) {
+Profile analytic_memory_profile(const ZooModel& model, const DeviceSpec& device,
+                                const AnalyticOptions& o) {
   const double elem = dtype_bytes(o.dtype, "analytic profile: dtype");
-  const double peak = device_peak(device, o.dtype), bw = device_bandwidth(device);
   if (o.micro_batches.empty())
     throw InputError("analytic profile: give at least one micro-batch size");
   for (int b : o.micro_batches) require_positive("analytic profile: micro-batch size", b);
-  const Efficiency& e = o.efficiency;
   const ParamBytes per_param =
       param_bytes(o.dtype, parse_optimizer(o.optimizer, "analytic profile: optimizer"));
   Profile p;
@@ -213,14 +211,41 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
   p.dtype = o.dtype;
   p.source = "analytic";
   p.optimizer = o.optimizer;
-  p.notes =
-      fmt::format("roofline over the zoo descriptor ({}); efficiencies: {}", model.description,
-                  e.device.empty() ? e.notes : "calibrated on " + e.device);
   p.input_bytes_per_sample = model.input_elems * (model.input_tokens ? 8.0 : elem);
   for (const auto& l : model.layers) {
     LayerProfile lp;
     lp.name = l.name;
     lp.kind = l.kind;
+    lp.output_bytes_per_sample = l.output_elems * output_bytes(l, elem);
+    lp.saved_bytes_per_sample = l.saved_elems * elem;
+    const auto params = static_cast<double>(l.params);
+    lp.param_bytes = params * per_param.weight;
+    lp.optimizer_bytes = params * per_param.optimizer();
+    p.layers.push_back(std::move(lp));
+  }
+  for (const auto& edge : model.edges) {
+    double bytes = edge.tokens ? 8.0 : elem;
+    if (!edge.tokens && edge.from >= 0 && edge.from < model.num_layers())
+      bytes = output_bytes(model.layers[static_cast<size_t>(edge.from)], elem);
+    p.edges.push_back({edge.from, edge.to, edge.elems * bytes});
+  }
+  return p;
+}
+
+Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
+                         const AnalyticOptions& o) {
+  const double elem = dtype_bytes(o.dtype, "analytic profile: dtype");
+  const double peak = device_peak(device, o.dtype), bw = device_bandwidth(device);
+  Profile p = analytic_memory_profile(model, device, o);
+  const Efficiency& e = o.efficiency;
+  const ParamBytes per_param =
+      param_bytes(o.dtype, parse_optimizer(o.optimizer, "analytic profile: optimizer"));
+  p.notes =
+      fmt::format("roofline over the zoo descriptor ({}); efficiencies: {}", model.description,
+                  e.device.empty() ? e.notes : "calibrated on " + e.device);
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const ZooLayer& l = model.layers[i];
+    LayerProfile& lp = p.layers[i];
     for (int b : o.micro_batches) {
       const LayerWork w = layer_work(l, b, peak, bw, elem);
       const double fwd = task_time(w.forward, l.kind, TaskPass::forward, e);
@@ -229,20 +254,8 @@ Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,
                             fair_share(fwd, e.overhead_for(l.kind, TaskPass::forward)),
                             fair_share(bwd, e.overhead_for(l.kind, TaskPass::backward))});
     }
-    lp.output_bytes_per_sample = l.output_elems * output_bytes(l, elem);
-    lp.saved_bytes_per_sample = l.saved_elems * elem;
-    const auto params = static_cast<double>(l.params);
-    lp.param_bytes = params * per_param.weight;
-    lp.optimizer_bytes = params * per_param.optimizer();
     lp.optimizer_step_s =
         l.params > 0 ? task_time(step_work(l, per_param, bw), l.kind, TaskPass::step, e) : 0;
-    p.layers.push_back(std::move(lp));
-  }
-  for (const auto& edge : model.edges) {
-    double bytes = edge.tokens ? 8.0 : elem;
-    if (!edge.tokens && edge.from >= 0 && edge.from < model.num_layers())
-      bytes = output_bytes(model.layers[static_cast<size_t>(edge.from)], elem);
-    p.edges.push_back({edge.from, edge.to, edge.elems * bytes});
   }
   return p;
 }

@@ -133,6 +133,12 @@ struct AnalyticOptions {
   Efficiency efficiency = default_efficiency();
 };
 
+// Everything of the analytic profile but its times: memory per layer, edges, input bytes (shared
+// by the roofline and the op-level model, profiles/zoo/op_cost.hpp). A non-positive micro-batch
+// size or none is an InputError.
+Profile analytic_memory_profile(const ZooModel& model, const DeviceSpec& device,
+                                const AnalyticOptions& options = {});
+
 // The analytic profile of `model` on `device`. A device without a peak FLOP/s for the dtype or
 // without a memory bandwidth, or a non-positive micro-batch size, is an InputError.
 Profile analytic_profile(const ZooModel& model, const DeviceSpec& device,

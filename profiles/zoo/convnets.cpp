@@ -37,7 +37,15 @@ ZooLayer classifier_head(int64_t features, int64_t classes, double input_elems) 
   acc.params = features * classes + classes;
   acc.flops = 2.0 * d(features * classes);
   acc.saved = d(features) + d(classes);
+  acc.ops = {elt_op("pool", EltClass::reduce, input_elems), linear_op("fc", 1, features, classes)};
+  add_loss_ops(acc.ops, 1, classes);
   return make_layer("head", "head", acc, input_elems, d(classes));
+}
+
+// The tail of a residual block: the shortcut (a copy when it pads or projects), the add.
+void residual_tail(LayerAcc& b, double out_elems, bool padded_shortcut) {
+  if (padded_shortcut) b.ops.push_back(elt_op("shortcut", EltClass::copy, out_elems));
+  b.ops.push_back(elt_op("residual", EltClass::add, out_elems));
 }
 
 ResNetConfig imagenet_config(const ModelSpec& spec) {
@@ -89,9 +97,10 @@ ZooModel describe_cifar_resnet(const ResNetConfig& c) {
     LayerAcc b;
     const ConvShape c1{blk.in, blk.out, 3, 0, h, h, blk.stride};
     const ConvShape c2{blk.out, blk.out, 3, 0, c1.out_h(), c1.out_w(), 1};
-    b.conv_bn(c1, true);
-    b.conv_bn(c2, true);  // BatchNorm keeps conv2's output; the ReLU after the add its own
+    b.conv_bn(c1, true, "conv1");
+    b.conv_bn(c2, true, "conv2");  // BatchNorm keeps conv2's output; the ReLU after the add its own
     b.saved += 2 * group_stats;
+    residual_tail(b, c2.out_elems(), blk.stride != 1 || blk.in != blk.out);
     m.layers.push_back(make_layer(blk.name, "residual", b, d(blk.in * h * h), c2.out_elems()));
     in = blk.out;
     h = c1.out_h();
@@ -111,6 +120,7 @@ ZooModel describe_imagenet_resnet(const ResNetConfig& c) {
   LayerAcc stem;
   const ConvShape s{c.channels, w, 7, 0, c.image, c.image, 2};
   stem.conv_bn(s, true);
+  stem.ops.push_back(elt_op("maxpool", EltClass::pool, s.out_elems()));
   int64_t h = (s.out_h() + 1) / 2;  // 3x3/2 max-pool, padding 1
   stem.saved += d(w * h * h);       // its indices
   m.layers.push_back(make_layer("stem", "conv", stem, m.input_elems, d(w * h * h)));
@@ -120,10 +130,11 @@ ZooModel describe_imagenet_resnet(const ResNetConfig& c) {
     const ConvShape c1{blk.in, blk.mid, 1, 0, h, h, 1};
     const ConvShape c2{blk.mid, blk.mid, 3, 0, h, h, blk.stride};
     const ConvShape c3{blk.mid, blk.out, 1, 0, c2.out_h(), c2.out_w(), 1};
-    b.conv_bn(c1, true);
-    b.conv_bn(c2, true);
-    b.conv_bn(c3, true);  // BatchNorm keeps conv3's output; the ReLU after the add its own
-    if (blk.project) b.conv_bn({blk.in, blk.out, 1, 0, h, h, blk.stride}, false);
+    b.conv_bn(c1, true, "conv1");
+    b.conv_bn(c2, true, "conv2");
+    b.conv_bn(c3, true, "conv3");  // BatchNorm keeps conv3's output; the ReLU after the add its own
+    if (blk.project) b.conv_bn({blk.in, blk.out, 1, 0, h, h, blk.stride}, false, "proj");
+    residual_tail(b, c3.out_elems(), false);
     m.layers.push_back(make_layer(blk.name, "residual", b, d(blk.in * h * h), c3.out_elems()));
     in = blk.out;
     h = c2.out_h();
@@ -214,6 +225,7 @@ ZooModel describe_mlp(const MlpConfig& c) {
     acc.params = in * c.width + c.width;
     acc.flops = 2.0 * d(in * c.width);
     acc.saved = d(c.width);  // ReLU's output
+    acc.ops = {linear_op("linear", 1, in, c.width), elt_op("relu", EltClass::relu, d(c.width))};
     m.layers.push_back(make_layer(fmt::format("fc{}", i), "linear", acc, d(in), d(c.width)));
     in = c.width;
   }
@@ -222,6 +234,9 @@ ZooModel describe_mlp(const MlpConfig& c) {
   head.flops = 2.0 * d(in * c.classes);
   head.saved = d(c.classes);
   if (c.skip) head.saved += d(c.width);  // the sum, the Linear's input
+  if (c.skip) head.ops.push_back(elt_op("skip", EltClass::add, d(c.width)));
+  head.ops.push_back(linear_op("linear", 1, in, c.classes));
+  add_loss_ops(head.ops, 1, c.classes);
   m.layers.push_back(make_layer("head", "head", head, d(in), d(c.classes)));
   if (c.skip) {
     for (int l = 0; l + 1 < m.num_layers(); ++l)

@@ -38,6 +38,8 @@ struct TransformerShape {
   bool bias = true;                 // false: T5 (no biases, RMSNorm with a weight only)
   bool mlp_act_saved_twice = true;  // GELU keeps input and output (T5's ReLU keeps its output)
   double dropout = 0;
+  bool causal = false;     // a decoder's self-attention (GPT-2, T5's decoder)
+  bool tanh_gelu = false;  // GELU's tanh approximation (GPT-2)
 };
 
 // Forward FLOPs per sample: self-attention 8 s d i + 4 s^2 i (i = inner; q, k, v and output
@@ -62,13 +64,21 @@ struct ConvShape {
   double out_elems() const { return static_cast<double>(c_out * out_h() * out_w()); }
 };
 
-// Accumulates the ops of one layer: params, FLOPs, saved elements.
+// Accumulates the ops of one layer: params, FLOPs, saved elements and the operations
+// (profiles/zoo/ops.hpp) it launches.
 struct LayerAcc {
   int64_t params = 0;
   double flops = 0, saved = 0;
+  std::vector<OpSpec> ops;
   // conv + BatchNorm (+ ReLU): BatchNorm keeps the conv output, ReLU its own output.
-  void conv_bn(const ConvShape& c, bool relu);
+  void conv_bn(const ConvShape& c, bool relu, const std::string& name = "conv");
 };
+
+// The operations of a layer that ends in a classifier's loss over `classes` per row:
+// log-softmax and the target's pick, `rows` rows per sample.
+void add_loss_ops(std::vector<OpSpec>& ops, double rows, int64_t classes);
+// A dropout over `elems` per sample with probability p (no kernel when p is 0).
+OpSpec dropout_op(const std::string& name, double elems, double p);
 
 ZooLayer make_layer(std::string name, std::string kind, const LayerAcc& acc, double input_elems,
                     double output_elems);

@@ -98,6 +98,8 @@ ZooLayer embedding(const std::string& name, const T5Config& c, int64_t seq) {
   l.saved_elems = sd * (c.dropout > 0 ? 2 : 1);
   l.traffic_elems = static_cast<double>(seq) + 2 * l.saved_elems;
   l.dense_weights = false;
+  l.ops = {embedding_op("embed", static_cast<double>(seq), c.d_model, c.vocab),
+           dropout_op("dropout", sd, c.dropout)};
   return l;
 }
 
@@ -127,6 +129,8 @@ void add_encoder(ZooModel& m, const T5Config& c) {
   norm.output_elems = sd;
   norm.saved_elems = static_cast<double>(c.enc_seq) + sd * (c.dropout > 0 ? 2 : 1);
   norm.traffic_elems = sd + 2 * norm.saved_elems;
+  norm.ops = {elt_op("norm", EltClass::layer_norm, sd, true, 1),
+              dropout_op("dropout", sd, c.dropout)};
   m.layers.push_back(norm);
 }
 
@@ -135,7 +139,8 @@ void add_decoder(ZooModel& m, const T5Config& c) {
   const double enc_elems = m.layers.back().output_elems;
   m.edges.push_back({0, m.num_layers(), static_cast<double>(c.dec_seq), true});
   m.layers.push_back(embedding("dec.embed", c, c.dec_seq));
-  const TransformerShape self = t5_shape(c, c.dec_seq, c.dec_seq);
+  TransformerShape self = t5_shape(c, c.dec_seq, c.dec_seq);
+  self.causal = true;
   const TransformerShape cross = t5_shape(c, c.dec_seq, c.enc_seq);
   for (int64_t i = 0; i < c.dec_layers; ++i) {
     chain(m);
@@ -158,6 +163,10 @@ void add_decoder(ZooModel& m, const T5Config& c) {
   head.output_elems = tv;
   head.saved_elems = t + td * (c.dropout > 0 ? 2 : 1) + tv + t;
   head.traffic_elems = td + 2 * head.saved_elems;
+  head.ops = {elt_op("norm", EltClass::layer_norm, td, true, 1),
+              dropout_op("dropout", td, c.dropout),
+              linear_op("lm_head", t, c.d_model, c.vocab, false)};
+  add_loss_ops(head.ops, t, c.vocab);
   m.layers.push_back(head);
 }
 

@@ -49,6 +49,20 @@ ZooLayer finish(std::string name, std::string kind, int64_t params, double flops
   return l;
 }
 
+// The operations of a sub-layer around its body (models/layers.cpp AttentionImpl / MlpImpl):
+// pre-norm LN, body, output dropout, residual add; post-norm: the LN after the add.
+std::vector<OpSpec> with_tail(const TransformerShape& t, std::vector<OpSpec> body) {
+  const double sd = d(t.seq * t.dim);
+  const int norm_tensors = t.bias ? 2 : 1;
+  std::vector<OpSpec> ops;
+  if (t.pre_norm) ops.push_back(elt_op("norm", EltClass::layer_norm, sd, true, norm_tensors));
+  ops.insert(ops.end(), body.begin(), body.end());
+  ops.push_back(dropout_op("out_dropout", sd, t.dropout));
+  ops.push_back(elt_op("residual", EltClass::add, sd, true));
+  if (!t.pre_norm) ops.push_back(elt_op("norm", EltClass::layer_norm, sd, true, norm_tensors));
+  return ops;
+}
+
 }  // namespace
 
 ZooLayer attention_layer(const std::string& name, const TransformerShape& t) {
@@ -58,7 +72,12 @@ ZooLayer attention_layer(const std::string& name, const TransformerShape& t) {
   const double flops = 8 * s * dim * i + 4 * s * s * i;
   const double probs = d(t.heads) * s * s * (t.dropout > 0 ? 3 : 1);
   const double saved = 3 * s * i + probs + s * i + tail_saved(t);
-  return finish(name, "attention", params, flops, saved, s * dim, t);
+  ZooLayer l = finish(name, "attention", params, flops, saved, s * dim, t);
+  l.ops = with_tail(
+      t, {linear_op("qkv", s, t.dim, 3 * t.inner, t.bias),
+          attention_op("attend", t.heads, t.seq, t.seq, t.inner / t.heads, t.causal, t.dropout),
+          linear_op("proj", s, t.inner, t.dim, t.bias)});
+  return l;
 }
 
 ZooLayer cross_attention_layer(const std::string& name, const TransformerShape& t) {
@@ -68,7 +87,13 @@ ZooLayer cross_attention_layer(const std::string& name, const TransformerShape& 
   const double flops = 4 * s * dim * i + 4 * kv * dim * i + 4 * s * kv * i;
   const double probs = d(t.heads) * s * kv * (t.dropout > 0 ? 3 : 1);
   const double saved = s * i + 2 * kv * i + probs + s * i + tail_saved(t);
-  return finish(name, "cross-attention", params, flops, saved, s * dim + kv * dim, t);
+  ZooLayer l = finish(name, "cross-attention", params, flops, saved, s * dim + kv * dim, t);
+  l.ops = with_tail(
+      t,
+      {linear_op("q", s, t.dim, t.inner, t.bias), linear_op("kv", kv, t.dim, 2 * t.inner, t.bias),
+       attention_op("attend", t.heads, t.seq, t.kv_seq, t.inner / t.heads, false, t.dropout),
+       linear_op("proj", s, t.inner, t.dim, t.bias)});
+  return l;
 }
 
 ZooLayer mlp_layer(const std::string& name, const TransformerShape& t) {
@@ -78,7 +103,17 @@ ZooLayer mlp_layer(const std::string& name, const TransformerShape& t) {
   // GELU keeps its input (fc1's output) and fc2 keeps GELU's output; ReLU keeps only its output.
   double hidden = s * m * (t.mlp_act_saved_twice ? 2 : 1);
   if (!t.mlp_act_saved_twice && t.dropout > 0) hidden += 2 * s * m;  // T5: dropout on the hidden
-  return finish(name, "mlp", params, flops, hidden + tail_saved(t), s * dim, t);
+  ZooLayer l = finish(name, "mlp", params, flops, hidden + tail_saved(t), s * dim, t);
+  std::vector<OpSpec> body = {linear_op("fc1", s, t.dim, t.mlp, t.bias),
+                              elt_op("act",
+                                     !t.mlp_act_saved_twice ? EltClass::relu
+                                     : t.tanh_gelu          ? EltClass::gelu_tanh
+                                                            : EltClass::gelu,
+                                     s * m)};
+  if (!t.mlp_act_saved_twice) body.push_back(dropout_op("dropout", s * m, t.dropout));
+  body.push_back(linear_op("fc2", s, t.mlp, t.dim, t.bias));
+  l.ops = with_tail(t, body);
+  return l;
 }
 
 // ---- ViT ------------------------------------------------------------------------------------
@@ -154,6 +189,11 @@ ZooModel describe_vit(const VitConfig& c) {
   embed.output_elems = sd;
   embed.saved_elems = sd + mask;
   embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
+  // Patches by a strided convolution, the [class] token concatenated, positions added.
+  embed.ops = {conv_op("patch", c.channels, c.dim, c.patch, c.image, c.image, c.patch, 0, true),
+               elt_op("cat", EltClass::copy, sd, false, 1),
+               elt_op("pos", EltClass::add_bcast, sd, true, 1),
+               dropout_op("dropout", sd, c.dropout)};
   m.layers.push_back(embed);
   add_blocks(m, c.depth, block_shape(seq, c.dim, c.heads, c.mlp, c.dropout));
   ZooLayer head;  // LayerNorm of the [class] token, Linear(dim -> classes), the loss
@@ -164,6 +204,10 @@ ZooModel describe_vit(const VitConfig& c) {
   head.output_elems = d(c.classes);
   head.saved_elems = 2 + d(c.dim) + d(c.classes);
   head.traffic_elems = d(c.dim) + 2 * head.saved_elems;
+  head.ops = {elt_op("cls", EltClass::select, sd),
+              elt_op("norm", EltClass::layer_norm, d(c.dim), true, 2),
+              linear_op("fc", 1, c.dim, c.classes)};
+  add_loss_ops(head.ops, 1, c.classes);
   m.layers.push_back(head);
   return m;
 }
@@ -220,6 +264,19 @@ ZooModel describe_bert(const BertConfig& c) {
   embed.saved_elems = sh + sh + 2 * d(c.seq) + mask;
   embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
   embed.dense_weights = false;
+  // Word rows gathered, position and type rows added (their gradients: a slice's and a select's
+  // zero-filled tables), LayerNorm, dropout.
+  OpSpec position_grad = elt_op("position.slice", EltClass::select, d(c.positions * c.hidden));
+  position_grad.per_batch = true;
+  OpSpec type_grad = elt_op("type.select", EltClass::select, d(c.type_vocab * c.hidden));
+  type_grad.per_batch = true;
+  embed.ops = {embedding_op("word", d(c.seq), c.hidden, c.vocab),
+               elt_op("position", EltClass::add_bcast, sh, true, 1),
+               position_grad,
+               elt_op("type", EltClass::add_bcast, sh, true, 1),
+               type_grad,
+               elt_op("norm", EltClass::layer_norm, sh, true, 2),
+               dropout_op("dropout", sh, c.dropout)};
   m.layers.push_back(embed);
   TransformerShape t = block_shape(c.seq, c.hidden, c.heads, c.ffn, c.dropout);
   t.pre_norm = false;
@@ -232,6 +289,11 @@ ZooModel describe_bert(const BertConfig& c) {
   head.output_elems = d(c.classes);
   head.saved_elems = d(c.hidden) * (c.dropout > 0 ? 2 : 1) + d(c.classes);
   head.traffic_elems = d(c.hidden) + 2 * head.saved_elems;
+  head.ops = {elt_op("cls", EltClass::select, sh), linear_op("pooler", 1, c.hidden, c.hidden),
+              elt_op("tanh", EltClass::tanh, d(c.hidden)),
+              dropout_op("dropout", d(c.hidden), c.dropout),
+              linear_op("classifier", 1, c.hidden, c.classes)};
+  add_loss_ops(head.ops, 1, c.classes);
   m.layers.push_back(head);
   return m;
 }
@@ -290,8 +352,16 @@ ZooModel describe_gpt2(const Gpt2Config& c) {
   embed.saved_elems = sd * (c.dropout > 0 ? 2 : 1);
   embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
   embed.dense_weights = false;
+  OpSpec position_grad = elt_op("wpe.slice", EltClass::select, d(c.ctx * c.dim));
+  position_grad.per_batch = true;
+  embed.ops = {embedding_op("wte", d(c.seq), c.dim, c.vocab),
+               elt_op("wpe", EltClass::add_bcast, sd, true, 1), position_grad,
+               dropout_op("dropout", sd, c.dropout)};
   m.layers.push_back(embed);
-  add_blocks(m, c.layers, block_shape(c.seq, c.dim, c.heads, 4 * c.dim, c.dropout));
+  TransformerShape t = block_shape(c.seq, c.dim, c.heads, 4 * c.dim, c.dropout);
+  t.causal = true;
+  t.tanh_gelu = true;
+  add_blocks(m, c.layers, t);
   ZooLayer head;  // final LayerNorm, LM head without bias, per-token cross-entropy
   head.name = "head";
   head.kind = "head";
@@ -300,6 +370,9 @@ ZooModel describe_gpt2(const Gpt2Config& c) {
   head.output_elems = d(c.seq * c.vocab);
   head.saved_elems = 2 * d(c.seq) + sd + d(c.seq * c.vocab) + d(c.seq);
   head.traffic_elems = sd + 2 * head.saved_elems;
+  head.ops = {elt_op("ln_f", EltClass::layer_norm, sd, true, 2),
+              linear_op("lm_head", d(c.seq), c.dim, c.vocab, false)};
+  add_loss_ops(head.ops, d(c.seq), c.vocab);
   m.layers.push_back(head);
   return m;
 }

@@ -106,9 +106,13 @@ ZooModel describe_unet(const UNetConfig& c) {
     if (b.pool) {  // max-pools its input and keeps the pooling indices
       acc.saved += d(b.in) * area(b.level);
       input = d(b.in) * area(b.level - 1);
+      acc.ops.insert(acc.ops.begin(), elt_op("maxpool", EltClass::pool, input));
     } else if (b.skip >= 0) {  // up-samples its input, concatenates the skip, keeps the concat
       acc.saved += d(b.in) * area(b.level);
       input = d(b.in / 2) * area(b.level + 1) + d(b.in / 2) * area(b.level);
+      acc.ops.insert(acc.ops.begin(),
+                     {elt_op("upsample", EltClass::copy, d(b.in / 2) * area(b.level)),
+                      elt_op("concat", EltClass::copy, d(b.in) * area(b.level))});
     }
     if (m.num_layers() > 0) {
       const int from = m.num_layers() - 1;
@@ -124,6 +128,10 @@ ZooModel describe_unet(const UNetConfig& c) {
   seg.params = unet_segment_channels(c) * c.out_channels;
   seg.flops = 2.0 * d(seg.params) * area(0);
   seg.saved = 2 * d(c.out_channels) * area(0);
+  const double out = d(c.out_channels) * area(0);  // then the squared error against the target
+  seg.ops = {
+      conv_op("segment", unet_segment_channels(c), c.out_channels, 1, c.image, c.image, 1, 0),
+      elt_op("loss.diff", EltClass::add, out), elt_op("loss.mean", EltClass::reduce, out)};
   m.edges.push_back({m.num_layers() - 1, m.num_layers(), m.layers.back().output_elems, false});
   m.layers.push_back(make_layer("segment", "head", seg, d(unet_segment_channels(c)) * area(0),
                                 d(c.out_channels) * area(0)));

@@ -60,13 +60,16 @@ struct Builder {
     acc.params = c.c_out * c.c_in * c.k * c.k + c.c_out;
     acc.flops = 2.0 * d(c.c_out * c.c_in * c.k * c.k) * d(o * o);
     acc.saved = d(c.c_out * o * o);
+    acc.ops = {conv_op(name, c.c_in, c.c_out, c.k, side, side, c.stride, c.pad, true)};
     channels = c.c_out;
     side = o;
     push(name, "conv", acc, in);
   }
   // In place: reads and writes its input, which the layer before counts as saved.
   void relu(const std::string& name) {
-    push(name, "relu", {}, elems());
+    LayerAcc acc;
+    acc.ops = {elt_op(name, EltClass::relu, elems())};
+    push(name, "relu", acc, elems());
     m.layers.back().traffic_elems = 2 * elems();
   }
   // Max-pool k x k, stride s, no padding: output and indices.
@@ -75,6 +78,7 @@ struct Builder {
     side = (side - k) / s + 1;
     LayerAcc acc;
     acc.saved = 2 * elems();
+    acc.ops = {elt_op(name, EltClass::pool, in)};
     push(name, "pool", acc, in);
   }
   // AdaptiveAvgPool2d((out, out)), then torch.flatten.
@@ -83,6 +87,7 @@ struct Builder {
     side = out;
     LayerAcc acc;
     acc.saved = elems();
+    acc.ops = {elt_op("avgpool", EltClass::reduce, in)};
     push("avgpool", "pool", acc, in);
     channels *= side * side;
     side = 1;
@@ -90,6 +95,7 @@ struct Builder {
   void dropout(const std::string& name) {
     LayerAcc acc;
     acc.saved = elems();
+    acc.ops = {dropout_op(name, elems(), 0.5)};  // torchvision's classifier: p = 0.5
     push(name, "dropout", acc, elems());
   }
   // Linear(features -> out); the head also keeps the loss's log-softmax.
@@ -99,6 +105,8 @@ struct Builder {
     acc.params = channels * out + out;
     acc.flops = 2.0 * d(channels * out);
     acc.saved = d(out) * (kind == "head" ? 2 : 1);
+    acc.ops = {linear_op(name, 1, channels, out)};
+    if (kind == "head") add_loss_ops(acc.ops, 1, out);
     channels = out;
     push(name, kind, acc, in);
   }

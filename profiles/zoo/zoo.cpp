@@ -169,10 +169,30 @@ void reject_presets(const ModelSpec& spec) {
 
 // ---- layers --------------------------------------------------------------------------------
 
-void LayerAcc::conv_bn(const ConvShape& c, bool relu) {
+void LayerAcc::conv_bn(const ConvShape& c, bool relu, const std::string& name) {
   params += c.params() + 2 * c.c_out;
   flops += c.flops();
   saved += c.out_elems() * (relu ? 2 : 1);
+  OpSpec conv = conv_op(name, c.c_in, c.c_out, c.k, c.h, c.w, c.stride, c.k / 2);
+  if (c.kw != 0 && c.kw != c.k) {  // a k x kw kernel, "same" padding
+    conv.kw = c.kw;
+    conv.ow = c.out_w();
+  }
+  ops.push_back(conv);
+  ops.push_back(elt_op(name + ".bn", EltClass::batch_norm, c.out_elems(), false, 2));
+  if (relu) ops.push_back(elt_op(name + ".relu", EltClass::relu, c.out_elems()));
+}
+
+void add_loss_ops(std::vector<OpSpec>& ops, double rows, int64_t classes) {
+  const double elems = rows * static_cast<double>(classes);
+  ops.push_back(elt_op("loss.log_softmax", EltClass::log_softmax, elems, true));
+  ops.push_back(elt_op("loss.nll", EltClass::nll, elems, true));
+}
+
+OpSpec dropout_op(const std::string& name, double elems, double p) {
+  OpSpec o = elt_op(name, EltClass::dropout, elems);
+  o.dropout = p;
+  return o;
 }
 
 ZooLayer make_layer(std::string name, std::string kind, const LayerAcc& acc, double input_elems,
@@ -185,6 +205,7 @@ ZooLayer make_layer(std::string name, std::string kind, const LayerAcc& acc, dou
   l.output_elems = output_elems;
   l.saved_elems = acc.saved;
   l.traffic_elems = input_elems + 2 * acc.saved;
+  l.ops = acc.ops;
   return l;
 }
 

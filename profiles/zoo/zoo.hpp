@@ -7,9 +7,10 @@
 //
 // What a descriptor is. For every layer (the unit a partitioner places on a stage): its op kind,
 // parameter count, forward FLOPs per sample, the elements of its output per sample (what crosses
-// a stage boundary) and of what it keeps for backward, and the activation elements its forward
-// reads and writes (for the roofline's memory term, profiles/zoo/analytic.hpp). Elements, not bytes:
-// the dtype is chosen when a profile is built. Edges are tensors between layers; a skip
+// a stage boundary) and of what it keeps for backward, the activation elements its forward
+// reads and writes (for the roofline's memory term, profiles/zoo/analytic.hpp), and the
+// operations it launches (for the op-level model, profiles/zoo/ops.hpp and op_cost.hpp). Elements,
+// not bytes: the dtype is chosen when a profile is built. Edges are tensors between layers; a skip
 // connection (U-Net, T5's encoder output feeding every decoder cross-attention, AmoebaNet's
 // two-input cells) is an edge between non-adjacent layers. Without edges the layers form a chain.
 //
@@ -25,12 +26,13 @@
 //   - Transformer blocks are split into an attention and an MLP sub-layer, each its own layer,
 //     the granularity PipeTransformer's AutoPipe partitions at (Algorithm 1, line 7).
 //
-// Names (profiles/model_spec.hpp syntax) are one description with the LibTorch zoo (models/zoo.hpp):
-// the families both build (vit, bert, gpt2, resnet, unet, mlp) have one config, parser and
-// preset table (profiles/zoo/configs.hpp), and the LibTorch builders follow the descriptors' layer
-// lists (names, order, kinds, skip edges). Described here only:
+// Names (profiles/model_spec.hpp syntax) are one description with the LibTorch zoo
+// (models/zoo.hpp): the families both build (vit, bert, gpt2, resnet, unet, mlp) have one config,
+// parser and preset table (profiles/zoo/configs.hpp), and the LibTorch builders follow the
+// descriptors' layer lists (names, order, kinds, skip edges). Described here only:
 //   t5:small | base | large | 3b | 11b [,enc_seq=,dec_seq=]   amoebanet:L=,F= (torchgpipe / GPipe)
-//   vgg:11 | 13 | 16 | 19 (or vgg16, ...)   alexnet   (torchvision's, PipeDream; profiles/zoo/vgg.cpp)
+//   vgg:11 | 13 | 16 | 19 (or vgg16, ...)   alexnet   (torchvision's, PipeDream;
+//   profiles/zoo/vgg.cpp)
 //
 // Thread-safety: pure functions over value types.
 #pragma once
@@ -41,6 +43,7 @@
 
 #include "core/precision.hpp"
 #include "profiles/model_spec.hpp"
+#include "profiles/zoo/ops.hpp"
 
 namespace pipetwin::zoo {
 
@@ -58,6 +61,9 @@ struct ZooLayer {
   // positions; autocast lowers only matmuls and convolutions). Measured: every layer of ViT, BERT
   // and GPT-2 but the head hands on 4-byte elements in a bfloat16 profile.
   bool float32_output = false;
+  // The operations the forward launches, per sample (profiles/zoo/ops.hpp), as the executor's
+  // module for the layer calls them; empty: priced from forward_flops and traffic_elems alone.
+  std::vector<OpSpec> ops;
 };
 
 struct ZooEdge {
