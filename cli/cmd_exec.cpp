@@ -17,6 +17,7 @@
 #include "exec/profile/profiler.hpp"
 #include "exec/runtime/autocast.hpp"
 #include "exec/runtime/executor.hpp"
+#include "models/torchscript_spec.hpp"
 
 namespace pipetwin::cli {
 
@@ -138,6 +139,7 @@ struct ProfileArgs {
   int warmup = 2, repeats = 7, threads = 1;
   double momentum = 0;
   bool float64 = false, quiet = false, no_contention = false, no_cold = false;
+  models::TorchScriptFlags torchscript;  // folded into a torchscript: model's name
 };
 
 // The cold-start column: the extra after the longest measured wait.
@@ -177,7 +179,7 @@ void run_profile(const ProfileArgs& a) {
   o.device = !a.catalog_device.empty() ? a.catalog_device : where ? "" : a.device;
   o.optimizer.kind = a.optimizer;
   o.optimizer.momentum = a.momentum;
-  const Profile p = exec::profile_model(a.model, o);
+  const Profile p = exec::profile_model(models::torchscript_model_name(a.model, a.torchscript), o);
   save_profile(p, a.output);
   if (a.quiet) return;
   Table t({"layer", "kind", "fwd @b=" + std::to_string(o.micro_batches.back()), "bwd",
@@ -238,7 +240,17 @@ void add_exec_commands(CLI::App& app) {
   auto prof = std::make_shared<ProfileArgs>();
   CLI::App* p =
       app.add_subcommand("profile", "Measure a model's per-layer profile on this machine");
-  p->add_option("--model", prof->model, "zoo name, e.g. vit:tiny, bert:tiny, mlp")->required();
+  p->add_option(
+       "--model", prof->model,
+       "zoo name, e.g. vit:tiny, bert:tiny, mlp; or torchscript:FILE.pt (docs/your-model.md)")
+      ->required();
+  models::TorchScriptFlags& ts = prof->torchscript;
+  p->add_option("--input-shape", ts.input_shape, "torchscript: one sample's input, D1,D2,...");
+  p->add_option("--input-dtype", ts.input_dtype, "torchscript: float32, float64 or int64 (tokens)");
+  p->add_option("--vocab", ts.vocab, "torchscript: int64 inputs are drawn from [0, vocab)");
+  p->add_option("--loss", ts.loss, "torchscript: cross_entropy (default) or mse");
+  p->add_option("--classes", ts.classes, "torchscript: cross_entropy's classes (the output's)");
+  p->add_option("--target-shape", ts.target_shape, "torchscript: one sample's target, D1,D2,...");
   p->add_option("--device", prof->device,
                 "where to measure: cpu, cuda or cuda:I (or a catalog name, measured on the CPU)")
       ->capture_default_str();

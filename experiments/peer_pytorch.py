@@ -57,8 +57,10 @@ VIT["b16"] = VIT["base"]
 BERT = {"tiny": dict(layers=2, hidden=128, heads=2, ffn=512, vocab=30522, positions=512, seq=128, classes=2, dropout=0.0),
         "mini": dict(layers=4, hidden=256, heads=4, ffn=1024, vocab=30522, positions=512, seq=128, classes=2, dropout=0.0),
         "base": dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, positions=512, seq=512, classes=2, dropout=0.1)}
-GPT2 = {"tiny": dict(layers=2, dim=128, heads=2, vocab=1024, ctx=64, seq=64, dropout=0.0),
-        "small": dict(layers=12, dim=768, heads=12, vocab=50257, ctx=1024, seq=1024, dropout=0.1)}
+# GPT-2's embedding and LM head have the vocabulary padded to a multiple of vocab_multiple rows
+# (configs.hpp Gpt2Config::padded_vocab: 50257 -> 50304); tokens and targets stay below vocab.
+GPT2 = {"tiny": dict(layers=2, dim=128, heads=2, vocab=1024, ctx=64, seq=64, dropout=0.0, vocab_multiple=128),
+        "small": dict(layers=12, dim=768, heads=12, vocab=50257, ctx=1024, seq=1024, dropout=0.1, vocab_multiple=128)}
 GPT2["124m"] = GPT2["small"]
 DEFAULT = {"vit": "tiny", "bert": "tiny", "gpt2": "tiny"}
 ALIASES = {"layers": "depth", "hidden": "dim"}  # ViT's other names for its options
@@ -79,6 +81,8 @@ def config(name):
         c[k] = float(v) if k == "dropout" else int(v)
     if family == "vit" or family == "gpt2":
         c.setdefault("mlp", 4 * c["dim"])  # every preset: MLP 4 * dim
+    if family == "gpt2":
+        c["rows"] = -(-c["vocab"] // c["vocab_multiple"]) * c["vocab_multiple"]  # padded vocabulary
     return family, c
 
 
@@ -166,12 +170,12 @@ class Gpt2(nn.Module):
     def __init__(self, c):
         super().__init__()
         d = c["dim"]
-        self.wte, self.wpe = nn.Parameter(torch.randn(c["vocab"], d) * 0.02), nn.Parameter(torch.randn(c["ctx"], d) * 0.02)
+        self.wte, self.wpe = nn.Parameter(torch.randn(c["rows"], d) * 0.02), nn.Parameter(torch.randn(c["ctx"], d) * 0.02)
         self.drop = nn.Dropout(c["dropout"])
         self.blocks = nn.Sequential(*[m for _ in range(c["layers"]) for m in (
             Attention(d, c["heads"], c["dropout"], 1e-5, True, True),
             Mlp(d, c["mlp"], c["dropout"], 1e-5, True, True))])
-        self.ln_f, self.lm_head = nn.LayerNorm(d, 1e-5), nn.Linear(d, c["vocab"], bias=False)
+        self.ln_f, self.lm_head = nn.LayerNorm(d, 1e-5), nn.Linear(d, c["rows"], bias=False)
 
     def forward(self, ids):
         x = self.drop(F.embedding(ids, self.wte) + self.wpe[: ids.shape[1]])
@@ -198,8 +202,9 @@ def batch_maker(family, c, b, device):
 
 
 def summed_loss(family, out, y):
-    """The sum over the micro-batch of the per-sample losses (models/layered_model.cpp)."""
-    out = out.float()
+    """The sum over the micro-batch of the per-sample losses (models/layered_model.cpp). Called
+    inside the autocast region as an ordinary autocast loop does: autocast's policy for
+    cross_entropy casts reduced-precision logits to float32 inside the operator."""
     if family == "gpt2":
         nll = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1), reduction="none")
         return nll.view(y.shape).mean(1).sum()

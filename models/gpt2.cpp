@@ -31,7 +31,7 @@ TransformerStyle gpt2_style(const Gpt2Config& c) {
 class Gpt2EmbedImpl : public torch::nn::Module {
  public:
   Gpt2EmbedImpl(ParamFactory& f, const Gpt2Config& c) {
-    wte_ = register_parameter("wte", f.normal({c.vocab, c.dim}, kInitStd));
+    wte_ = register_parameter("wte", f.normal({c.padded_vocab(), c.dim}, kInitStd));
     wpe_ = register_parameter("wpe", f.normal({c.ctx, c.dim}, kInitStd));
     dropout_ = register_module("dropout", std::make_shared<DropoutImpl>(c.dropout, f.next_site()));
   }
@@ -51,7 +51,8 @@ class Gpt2HeadImpl : public torch::nn::Module {
  public:
   Gpt2HeadImpl(ParamFactory& f, const Gpt2Config& c) {
     norm_ = register_module("ln_f", std::make_shared<LayerNormImpl>(f, c.dim, kLayerNormEps));
-    lm_head_ = register_module("lm_head", normal_linear(f, c.dim, c.vocab, kInitStd, false));
+    lm_head_ =
+        register_module("lm_head", normal_linear(f, c.dim, c.padded_vocab(), kInitStd, false));
   }
   torch::Tensor forward(const torch::Tensor& x) { return lm_head_->forward(norm_->forward(x)); }
 
@@ -69,7 +70,7 @@ LayeredModel build_gpt2(const Gpt2Config& c, torch::Dtype dtype, uint64_t seed) 
   m.task = Task::kLanguageModel;
   m.sample.input_shape = {c.seq};
   m.sample.token_input = true;
-  m.sample.vocab = c.vocab;
+  m.sample.vocab = c.vocab;  // token ids and targets: the padded rows are never drawn
   m.sample.target_shape = {c.seq};
   m.layers = transformer_layers(
       zoo::describe_gpt2(c), f, style,

@@ -7,21 +7,22 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Reduction.h>
-#include <ATen/ops/nll_loss.h>
+#include <ATen/ops/cross_entropy_loss.h>
 #include <fmt/format.h>
 #include <torch/utils.h>
 
 #include "core/error.hpp"
-#include "profiles/zoo/configs.hpp"
 #include "models/bert.hpp"
 #include "models/gpt2.hpp"
 #include "models/layers.hpp"
 #include "models/mlp.hpp"
 #include "models/resnet.hpp"
 #include "models/synthetic.hpp"
+#include "models/torchscript.hpp"
 #include "models/unet.hpp"
 #include "models/vit.hpp"
 #include "models/zoo.hpp"
+#include "profiles/zoo/configs.hpp"
 
 namespace pipetwin::models {
 
@@ -66,9 +67,10 @@ Build find_family(const ModelSpec& spec) {
   if (f == "gpt2") return family(&zoo::gpt2_config, &build_gpt2);
   if (f == "unet") return family(&zoo::unet_config, &build_unet);
   if (f == "uniform") return family(&synthetic_config, &build_synthetic);
+  if (f == "torchscript") return &build_torchscript_model;
   throw InputError(fmt::format(
       "{}: unknown model family \"{}\" (known: mlp, resnet, resnet20, ..., vit, bert, gpt2, "
-      "unet, uniform)",
+      "unet, uniform, torchscript)",
       spec.origin, f));
 }
 
@@ -173,8 +175,8 @@ torch::Tensor LayeredModel::synthetic_input(int64_t batch, uint64_t seed) const 
 torch::Tensor LayeredModel::synthetic_target(int64_t batch, uint64_t seed) const {
   if (task == Task::kLanguageModel) return lm_sequence(sample, batch, seed).slice(1, 1);
   auto gen = generator_for(seed, 1);
-  if (task == Task::kClassification) return at::randint(sample.classes, {batch}, gen, at::kLong);
   const auto shape = batch_shape(batch, sample.target_shape);
+  if (task == Task::kClassification) return at::randint(sample.classes, shape, gen, at::kLong);
   return at::empty(shape, at::TensorOptions().dtype(dtype)).normal_(0.0, 1.0, gen);
 }
 
@@ -183,18 +185,20 @@ torch::Tensor LayeredModel::per_sample_loss(const torch::Tensor& output,
   if (task == Task::kRegression) {
     return (output - target).pow(2).flatten(1).mean(1);
   }
-  // Cross entropy: -log softmax(output)[target], over the last dimension. One nll_loss operator
-  // picks the targets' entries, as torch.nn.CrossEntropyLoss does: the same values and gradients
-  // bit for bit as -gather(...).squeeze(), in two autograd nodes fewer (gather's backward also
-  // fills a zero tensor of the logits' size first). Logits [b, classes] go in as they are (a
-  // reshape to the same shape would still add a view node to the backward); a language model's
-  // [b, s, vocabulary] go in as [b * s, vocabulary], its losses back as [b, s].
-  const auto logp = at::log_softmax(output, -1);
-  if (output.dim() == 2) return at::nll_loss(logp, target, {}, at::Reduction::None);  // [b]
-  const auto nll =
-      at::nll_loss(logp.reshape({-1, logp.size(-1)}), target.reshape({-1}), {}, at::Reduction::None)
-          .view(target.sizes());
-  return task == Task::kLanguageModel ? nll.mean(1) : nll;
+  // Cross entropy: -log softmax(output)[target], over the last dimension, by the operator
+  // torch.nn.functional.cross_entropy calls (log_softmax, then one nll_loss picking the targets'
+  // entries: the same values and gradients bit for bit as -gather(...).squeeze(), in two autograd
+  // nodes fewer). Under autocast the caller passes the reduced-precision logits as they are and
+  // autocast's policy for these operators casts them as it does in an ordinary autocast loop
+  // (exec/runtime/autocast.hpp). Logits [b, classes] go in as they are (a reshape to the same
+  // shape would still add a view node to the backward); a language model's [b, s, vocabulary] go
+  // in as [b * s, vocabulary], its losses back as [b, s]; so do the logits of a classifier with
+  // several positions per sample (a TorchScript model's [b, ..., classes]).
+  if (output.dim() == 2) return at::cross_entropy_loss(output, target, {}, at::Reduction::None);
+  const auto nll = at::cross_entropy_loss(output.reshape({-1, output.size(-1)}),
+                                          target.reshape({-1}), {}, at::Reduction::None)
+                       .view(target.sizes());
+  return task == Task::kLanguageModel ? nll.mean(1) : nll.flatten(1).mean(1);
 }
 
 std::vector<torch::Tensor> LayeredModel::parameters() const {
@@ -266,6 +270,8 @@ std::string canonical_model_name(const std::string& name) {
 int64_t parameter_count(const std::string& name) {
   const auto spec = ModelSpec::parse(name, kOrigin);
   find_family(spec);  // a family models/ builds
+  if (spec.family == "torchscript")
+    return build_torchscript_model(spec, torch::kFloat32, 0).num_parameters();
   if (spec.family == "uniform") return parameter_count(synthetic_config(spec));
   return zoo::describe_model(spec).parameters();  // the description the builders follow
 }

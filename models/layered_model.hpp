@@ -67,7 +67,8 @@ struct SampleSpec {
   int64_t vocab = 0;                  // token inputs and language models
   int64_t classes = 0;                // classification labels in [0, classes)
   std::vector<int64_t> target_shape;  // without the batch dimension: {} for a label, {seq} for a
-                                      // language model, {d} for regression
+                                      // language model or a label per position, {d} for
+                                      // regression
 };
 
 struct LayeredModel {
@@ -96,15 +97,17 @@ struct LayeredModel {
   std::vector<int> skip_sources() const;
 
   // A batch of synthetic data on the CPU, a pure function of (batch, seed): normal(0, 1) values
-  // or uniform token ids for the input; uniform labels, normal(0, 1) regression targets, or, for
+  // or uniform token ids for the input; uniform labels (of target_shape per sample), normal(0, 1)
+  // regression targets, or, for
   // a language model, the input sequence shifted by one (both are cut from one sequence of
   // seq + 1 tokens drawn from `seed`).
   torch::Tensor synthetic_input(int64_t batch, uint64_t seed) const;
   torch::Tensor synthetic_target(int64_t batch, uint64_t seed) const;
 
-  // Loss per sample, shape [batch]: cross entropy for classification, the mean over tokens of
-  // the cross entropy for a language model, the mean over features of the squared error for
-  // regression.
+  // Loss per sample, shape [batch]: cross entropy for classification (over the output's last
+  // dimension; the mean over positions where a sample has a label per position), the mean over
+  // tokens of the cross entropy for a language model, the mean over features of the squared error
+  // for regression.
   torch::Tensor per_sample_loss(const torch::Tensor& output, const torch::Tensor& target) const;
 
   std::vector<torch::Tensor> parameters() const;

@@ -8,17 +8,19 @@
 //   gpt2:tiny|small|124m|medium|355m|large|774m|xl|1.5b[,k=v...]   gpt2.hpp (Radford et al. 2019)
 //   unet[:B=5,C=64,image=192,norm=batch|group]        unet.hpp (torchgpipe's U-Net(B, C))
 //   uniform:layers=L,fwd_ms=f,...                     synthetic.hpp (profiles/synthetic.hpp's twin)
+//   torchscript:FILE.pt[,input_shape=D1/D2,...]       torchscript.hpp (a user's saved module)
 //
-// One description: every family but `uniform` is parsed by profiles/zoo/configs.hpp (one config,
-// one preset table, shared with the analytic zoo) and built layer for layer as the analytic
-// descriptor (zoo::describe_*) lists it, so both zoos accept the same names and agree on layer
-// names, kinds, parameters and skip edges.
+// One description: every family but `uniform` and `torchscript` is parsed by
+// profiles/zoo/configs.hpp (one config, one preset table, shared with the analytic zoo) and built
+// layer for layer as the analytic descriptor (zoo::describe_*) lists it, so both zoos accept the
+// same names and agree on layer names, kinds, parameters and skip edges.
 //
-// Weights are created, never downloaded. build_model(name, dtype, seed) is deterministic: every
-// parameter is drawn from a local at::Generator seeded with `seed`, in build order, so the same
-// arguments give bit-identical parameters. The global LibTorch generator is neither read nor
-// reseeded, so concurrent builds on different threads are safe and independent. float32 and
-// float64 are supported (the executor's gradient-equality tests run in float64).
+// Weights are created, never downloaded (a TorchScript model's are the file's: torchscript.hpp).
+// build_model(name, dtype, seed) is deterministic: every parameter is drawn from a local
+// at::Generator seeded with `seed`, in build order, so the same arguments give bit-identical
+// parameters. The global LibTorch generator is neither read nor reseeded, so concurrent builds on
+// different threads are safe and independent. float32 and float64 are supported (the executor's
+// gradient-equality tests run in float64).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -30,14 +30,15 @@ from the profiler's own events (same fields: "Sequence number", "Fwd thread id",
 A trace recorded without the helper (torch.profiler as its documentation shows it) imports too;
 `annotate(path, model, inputs, targets, loss_fn)` adds the same "pipetwin" object to it, with the
 operators one forward of the model runs and the child each ran in ("forward_ops"), by which
-`pipetwin import-trace` finds the layers in a trace that has no layer ranges.
+`pipetwin import-trace` finds the layers in a trace that has no layer ranges. It lives in
+python/pipetwin_save.py with `save_for_pipetwin(model, example_input, path)`, which saves a model
+for pipetwin's executor (`--model torchscript:FILE.pt`); both import from here too.
 
 Standard torch only; works with torch 1.13 and 2.x. Run this file for a demo on a small MLP.
 """
 
 import argparse
 import ctypes
-import gzip
 import json
 import os
 import resource
@@ -391,112 +392,15 @@ def record(model, make_batch, loss_fn, micro_batches=(1, 2, 4), steps=5, layers=
     return paths
 
 
-# --- traces recorded without this helper ------------------------------------------------------
+# --- re-exported from pipetwin_save ------------------------------------------------------------
 
-def _is_range(e):
-    """Whether a profiler event is a range rather than an operator, as pipetwin reads the exported
-    trace (profiles/trace_import/kineto.hpp): Kineto's user ranges, and in the legacy profiler's
-    export (no categories) the ranges named as pipetwin's or torch's own."""
-    if e.name.startswith(("pipetwin.", "nn.Module: ", "ProfilerStep#", "Optimizer.")):
-        return True
-    return torch.autograd.kineto_available() and getattr(e, "scope", None) == 7  # USER_SCOPE
-
-
-def _nest(events):
-    """[(event, parent)] per thread, nested as pipetwin nests a trace's events
-    (profiles/trace_import/kineto.cpp): by start, longer first; an event that starts inside an open
-    one is inside it, and one of zero duration that starts at its end is its last child."""
-    out, by_thread = [], {}
-    for e in events:
-        by_thread.setdefault(e.thread, []).append(e)
-    for evs in by_thread.values():
-        evs.sort(key=lambda e: (e.time_range.start, -e.time_range.elapsed_us()))
-        stack = []
-        for e in evs:
-            start, dur = e.time_range.start, e.time_range.elapsed_us()
-            while stack:
-                top = stack[-1]
-                end = top.time_range.end
-                last_child = start == end and dur == 0 and top.time_range.elapsed_us() > 0
-                if start < end or last_child:
-                    break
-                stack.pop()
-            out.append((e, stack[-1] if stack else None))
-            stack.append(e)
-    return out
-
-
-def _forward_ops(model, layers, inputs):
-    """The outermost operators one forward of the model runs, in order, each with the layer (of
-    `layers`, [(name, module)]) it ran in, "" for none: [[operator, layer], ...], the metadata
-    "forward_ops" by which `pipetwin import-trace` finds the layers among a trace's operators when
-    the trace has no layer ranges (profiles/trace_import/plain.hpp). Recorded under torch.profiler
-    with a range around each layer, opened by the profiler op that makes no tensor (torch 1.13's
-    record_function allocates two, which would show as operators in and between the layers)."""
-    ops = torch.ops.profiler
-    open_ranges, handles = [], []
-    for name, module in layers:
-
-        def pre(mod, inp, name=name):
-            open_ranges.append(ops._record_function_enter_new(LAYER + name, None))
-
-        def post(mod, inp, out):
-            ops._record_function_exit._RecordFunction(open_ranges.pop())
-
-        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            _forward(model, inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    out, nested = [], _nest(list(prof.events()))
-    parent_of = {id(e): p for e, p in nested}
-    for e, p in sorted(nested, key=lambda ep: ep[0].time_range.start):
-        if _is_range(e) or e.name.startswith("profiler::"):
-            continue
-        layer, inner = "", False
-        while p is not None:
-            if not _is_range(p):
-                inner = True
-                break
-            if p.name.startswith(LAYER):
-                layer = p.name[len(LAYER):]
-            p = parent_of[id(p)]
-        if not inner:
-            out.append([e.name, layer])
-    return out
-
-
-def annotate(path, model, inputs, targets, loss_fn, layers=None, name=None, micro_batch=None):
-    """Adds pipetwin's metadata to a trace recorded without this helper — torch.profiler as its
-    documentation shows it, prof.step() after each step — so that `pipetwin import-trace` takes
-    the model's direct children (or `layers`, module names) as the layers, with their exact bytes,
-    without --layers or --micro-batch. `inputs`, `targets` and `loss_fn` are one micro-batch of the
-    recorded training, as the loop fed it; the model runs one more forward and loss outside the
-    profiler (and one forward under its own). Writes `path` in place (through a temporary file)."""
-    layers = _chosen_layers(model, layers)
-    b = micro_batch or _tensors(inputs)[0].shape[0]
-    on_cuda = any(p.is_cuda for p in model.parameters())
-    meta = OrderedDict([
-        ("model", name or type(model).__name__.lower()), ("micro_batch", b),
-        ("dtype", _dtype_name(model)), ("device", "cuda" if on_cuda else "cpu"),
-        ("device_name", torch.cuda.get_device_name() if on_cuda else ""),
-        ("torch", torch.__version__), ("threads", torch.get_num_threads()),
-        ("input_bytes_per_sample", sum(_nbytes(t) for t in _tensors(inputs)) / b),
-        ("layers", describe(model, layers, inputs, targets, loss_fn, b)),
-        ("forward_ops", _forward_ops(model, layers, inputs))])
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        doc = json.load(f)
-    if isinstance(doc, list):  # the legacy profiler's export: a bare array of events
-        doc = {"traceEvents": doc}
-    doc["pipetwin"] = meta
-    tmp = path + ".tmp"
-    with opener(tmp, "wt") as f:
-        json.dump(doc, f)
-    os.replace(tmp, path)
-    return meta
+def __getattr__(name):
+    """`from pipetwin_trace import annotate` (or save_for_pipetwin): pipetwin_save's functions,
+    imported on first use (pipetwin_save imports this module's helpers)."""
+    if name in ("annotate", "save_for_pipetwin", "pipetwin_layers"):
+        import pipetwin_save
+        return getattr(pipetwin_save, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 # --- demo --------------------------------------------------------------------------------------

@@ -19,10 +19,12 @@ pipetwin_add_test(exec_tests
   exec_device_test.cpp
   exec_waiters_test.cpp
   exec_mixed_precision_test.cpp
+  exec_autocast_loss_test.cpp
   exec_transport_test.cpp
   exec_control_plane_test.cpp
   exec_liveness_test.cpp
   exec_stage_replicas_test.cpp
+  exec_torchscript_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)
 # The ThreadSanitizer build (scripts/sanitize.sh tsan) needs only the in-process threaded suites:
 # a binary of their two files keeps that second LibTorch build short.

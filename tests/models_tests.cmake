@@ -6,4 +6,5 @@ pipetwin_add_test(models_tests
   models_synthetic_test.cpp
   models_dropout_test.cpp
   models_unet_test.cpp
+  models_torchscript_test.cpp
   LIBS pipetwin_models pipetwin_profiles pipetwin_core)

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "profiles/zoo/configs.hpp"
 #include "models/zoo.hpp"
+#include "profiles/zoo/configs.hpp"
 
 namespace pipetwin::models {
 namespace {
@@ -48,11 +48,13 @@ void expect_output_shape(const LayeredModel& m, const torch::Tensor& out, int64_
     case Task::kClassification:
       EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{batch, m.sample.classes})) << m.name;
       break;
-    case Task::kLanguageModel:
-      EXPECT_EQ(out.sizes().vec(),
-                (std::vector<int64_t>{batch, m.sample.input_shape.at(0), m.sample.vocab}))
+    case Task::kLanguageModel: {
+      // GPT-2's logits have the padded vocabulary's width (configs.hpp Gpt2Config).
+      const int64_t rows = zoo::gpt2_config(ModelSpec::parse(m.name, "test")).padded_vocab();
+      EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{batch, m.sample.input_shape.at(0), rows}))
           << m.name;
       break;
+    }
     case Task::kRegression: {
       std::vector<int64_t> shape = {batch};
       shape.insert(shape.end(), m.sample.target_shape.begin(), m.sample.target_shape.end());
@@ -114,6 +116,24 @@ TEST(ModelsZoo, Gpt2AttentionIsCausal) {
   const auto a = m.forward(x), b = m.forward(changed);
   EXPECT_TRUE(a.slice(1, 0, 7).equal(b.slice(1, 0, 7)));
   EXPECT_FALSE(a.select(1, 7).equal(b.select(1, 7)));
+}
+
+// The padded vocabulary (models/gpt2.hpp): 40 tokens in 128 rows of wte and of the LM head; the
+// data never draw a padded token, so wte's padded rows get no gradient, while the head's do (the
+// softmax covers every row).
+TEST(ModelsZoo, Gpt2PadsTheRowsNotTheTokens) {
+  auto m = build_model("gpt2:tiny,layers=1,dim=32,vocab=40,seq=6,ctx=8", torch::kFloat64, 1);
+  auto wte = m.layers.front().module.ptr()->named_parameters()["wte"];
+  auto head = m.layers.back().module.ptr()->named_parameters()["lm_head.weight"];
+  EXPECT_EQ(wte.sizes().vec(), (std::vector<int64_t>{128, 32}));
+  EXPECT_EQ(head.sizes().vec(), (std::vector<int64_t>{128, 32}));
+  const auto x = m.synthetic_input(16, 3), y = m.synthetic_target(16, 3);
+  EXPECT_LT(x.max().item<int64_t>(), 40);
+  EXPECT_LT(y.max().item<int64_t>(), 40);
+  m.per_sample_loss(m.forward(x), y).sum().backward();
+  EXPECT_EQ(wte.grad().slice(0, 40).abs().max().item<double>(), 0.0);
+  EXPECT_GT(wte.grad().slice(0, 0, 40).abs().max().item<double>(), 0.0);
+  EXPECT_GT(head.grad().slice(0, 40).abs().min().item<double>(), 0.0);
 }
 
 TEST(ModelsZoo, EveryPresetRunsAtTestSize) {
@@ -253,7 +273,7 @@ TEST(ModelsZoo, PaperSizeCountsMatchThePublishedOnes) {
     const auto z = zoo::describe_model("gpt2:" + preset, "test");
     const auto c = zoo::gpt2_config(ModelSpec::parse("gpt2:" + preset, "test"));
     expect_within_one_percent("GPT-2 " + preset, z.unique_parameters(), published);
-    EXPECT_EQ(z.tied_params, c.vocab * c.dim);  // the untied LM head
+    EXPECT_EQ(z.tied_params, c.padded_vocab() * c.dim);  // the untied LM head
     EXPECT_EQ(parameter_count("gpt2:" + preset), z.parameters());
   }
 }

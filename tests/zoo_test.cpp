@@ -66,9 +66,10 @@ TEST(ZooParams, MatchPublishedCounts) {
 
 TEST(ZooParams, TiedCopiesAreCountedOnceInThePublishedFigure) {
   // GPT-2's LM head and T5's decoder embedding + LM head are copies of the input embedding.
+  // GPT-2's wte and head have the vocabulary padded to a multiple of 128: 50257 -> 50304 rows.
   const ZooModel g = describe_model("gpt2:124m");
-  EXPECT_EQ(g.tied_params, 50257 * 768);
-  EXPECT_EQ(g.layers.back().params, 2 * 768 + 50257 * 768);
+  EXPECT_EQ(g.tied_params, 50304 * 768);
+  EXPECT_EQ(g.layers.back().params, 2 * 768 + 50304 * 768);
   const ZooModel t = describe_model("t5:3b");
   EXPECT_EQ(t.tied_params, 2 * int64_t{32128} * 1024);
   // FTPipe Section 6: "a small version of T5-11B, with 1 encoder layers and 1 decoder layer
@@ -76,6 +77,24 @@ TEST(ZooParams, TiedCopiesAreCountedOnceInThePublishedFigure) {
   const ZooModel small = describe_model("t5:11b,enc_layers=1,dec_layers=1");
   const double ftpipe = static_cast<double>(small.unique_parameters() + 32128 * 1024);
   EXPECT_NEAR(ftpipe / 535e6, 1.0, 0.005);
+}
+
+TEST(ZooParams, Gpt2PadsItsVocabularyToAMultipleOf128) {
+  // wte and the LM head have 50304 rows, 47 more than GPT-2's 50257 tokens; vocab_multiple=1
+  // describes the unpadded shape.
+  const ZooModel padded = describe_model("gpt2:124m");
+  const ZooModel unpadded = describe_model("gpt2:124m,vocab_multiple=1");
+  EXPECT_EQ(padded.parameters() - unpadded.parameters(), 2 * 47 * 768);
+  EXPECT_EQ(padded.layers.front().params, (50304 + 1024) * 768);
+  EXPECT_DOUBLE_EQ(padded.layers.back().forward_flops, 2.0 * 1024 * 768 * 50304);
+  EXPECT_DOUBLE_EQ(padded.layers.back().output_elems, 1024.0 * 50304);
+  EXPECT_DOUBLE_EQ(unpadded.layers.back().output_elems, 1024.0 * 50257);
+  // A small vocabulary follows the same rule: 40 tokens in 128 rows, 1024 (gpt2:tiny) unchanged.
+  EXPECT_EQ(gpt2_config(ModelSpec::parse("gpt2:tiny,vocab=40", "test")).padded_vocab(), 128);
+  EXPECT_EQ(describe_model("gpt2:tiny,vocab=40").layers.front().params, (128 + 64) * 128);
+  EXPECT_EQ(gpt2_config(ModelSpec::parse("gpt2:tiny", "test")).padded_vocab(), 1024);
+  EXPECT_THAT(input_error([] { describe_model("gpt2:tiny,vocab_multiple=0", "--model"); }),
+              HasSubstr("--model: gpt2: option vocab_multiple must be at least 1 (0 given)"));
 }
 
 // torchgpipe Table 3 (copied to experiments/reference/): five U-Net (B, C) and their parameter

@@ -54,8 +54,10 @@ at::ScalarType weight_dtype(const Precision& p);
 c10::DeviceType autocast_device_type(const std::string& device);
 // InputError (one line) where `p` cannot run on `device`: float16 autocast on a CPU.
 void check_precision_device(const Precision& p, const std::string& device);
-// `y` in float32 when autocast left it in bfloat16 or float16, else `y`: the loss is computed in
-// float32 (torch.amp casts the model's output up before the loss).
+// `y` in float32 when autocast left it in bfloat16 or float16, else `y`: what a stage's infer()
+// returns and its frozen prefix keeps. The training loss takes no cast of its own: the stage
+// computes it inside the autocast region, whose policy runs the loss operators in float32
+// (exec/runtime/stage.hpp).
 at::Tensor float32_if_reduced(const at::Tensor& y);
 // InputError (one line, naming the layer) where a layer of `model` cannot train under the CPU's
 // autocast to `dtype`: one forward and backward of `input` (one micro-batch) layer by layer. Where

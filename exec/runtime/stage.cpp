@@ -197,7 +197,8 @@ void StageRuntime::run(Slot& slot, MicroBatch& m, bool with_graph, bool count_lo
   for (int o : out_value_) m.outs.push_back(v[static_cast<size_t>(o)]);
   m.loss = at::Tensor();
   if (spec_.last) {
-    const at::Tensor per_sample = loss_(float32_if_reduced(v[I + n - 1]), m.target);
+    // Inside the autocast region: the policy casts reduced logits to float32 (stage.hpp).
+    const at::Tensor per_sample = loss_(v[I + n - 1], m.target);
     if (count_loss) {
       // Kept on the device, read once the window's work is done (take_loss_sum).
       const at::Tensor sum = per_sample.detach().sum().to(at::kDouble);

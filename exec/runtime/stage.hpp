@@ -55,9 +55,11 @@
 //
 // Mixed precision (exec/runtime/autocast.hpp): with StageSpec::autocast set, forward, recompute,
 // infer and the frozen prefix run their layers inside an autocast region of that dtype (on this
-// thread, cleared when they end); the last stage casts the model's output to float32 before the
-// loss. The outputs keep the dtype autocast gave them (a bfloat16 activation crosses the stage
-// boundary at 2 bytes), and backward casts each received output gradient to its output's dtype.
+// thread, cleared when they end); the last stage computes its loss inside that region from the
+// model's output as autocast left it, and autocast's policy for the loss operators (cross entropy,
+// log_softmax, nll_loss: float32) casts it, as in an ordinary autocast training loop. The outputs
+// keep the dtype autocast gave them (a bfloat16 activation crosses the stage boundary at 2 bytes),
+// and backward casts each received output gradient to its output's dtype.
 // Weights, gradients and optimizer state stay in the weights' dtype. With loss scaling (float16,
 // exec/runtime/loss_scaler.hpp) the last stage multiplies its loss by the scaler's scale, and
 // optimizer_step unscales the gradients, asks `agree` whether any stage overflowed, and skips the

@@ -42,10 +42,21 @@ struct BertConfig {
   double dropout = 0;
 };
 
+// `vocab` is the tokenizer's vocabulary (token ids and targets lie in [0, vocab)); the embedding
+// table and the LM head have padded_vocab() rows, vocab rounded up to a multiple of
+// `vocab_multiple` (128: Megatron-LM's and nanoGPT's practice, 50257 -> 50304, so the head's
+// matrix product tiles evenly). The extra logits are never targets; the softmax still covers them.
+// Every GPT-2 pads by the same rule, the test sizes with a small vocabulary too (vocab=40 builds
+// 128 rows), so the tests exercise the padded model that the paper sizes train; vocab_multiple=1
+// builds the unpadded, published shape.
 struct Gpt2Config {
   int64_t layers = 2, dim = 128, heads = 2;
   int64_t vocab = 1024, ctx = 64, seq = 64;
   double dropout = 0;
+  int64_t vocab_multiple = 128;
+  int64_t padded_vocab() const {
+    return (vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+  }
 };
 
 // CIFAR ResNets (basic blocks, `bottleneck` false) and ImageNet ResNets (bottleneck blocks,

@@ -317,12 +317,13 @@ const std::vector<Preset<Gpt2Config>>& gpt2_presets() {
 }
 
 Gpt2Config gpt2_config(const ModelSpec& spec) {
-  spec.allow_only({"layers", "dim", "heads", "vocab", "ctx", "seq", "dropout"});
+  spec.allow_only({"layers", "dim", "heads", "vocab", "ctx", "seq", "dropout", "vocab_multiple"});
   Gpt2Config c = choose_preset(spec, gpt2_presets(), "tiny");
   c.layers = int_option(spec, "layers", c.layers);
   c.dim = int_option(spec, "dim", c.dim);
   c.heads = int_option(spec, "heads", c.heads);
   c.vocab = int_option(spec, "vocab", c.vocab);
+  c.vocab_multiple = int_option(spec, "vocab_multiple", c.vocab_multiple);
   c.ctx = int_option(spec, "ctx", c.ctx);
   c.seq = int_option(spec, "seq", std::min(c.seq, c.ctx));
   c.dropout = dropout_option(spec, c.dropout);
@@ -336,25 +337,28 @@ Gpt2Config gpt2_config(const ModelSpec& spec) {
 
 ZooModel describe_gpt2(const Gpt2Config& c) {
   ZooModel m;
+  // The embedding and the head have the padded vocabulary's rows (configs.hpp Gpt2Config).
+  const int64_t vocab = c.padded_vocab();
   m.description = fmt::format(
-      "GPT-2 (Radford et al. 2019): {} layers, dim {}, {} heads, seq {}; LM head untied", c.layers,
-      c.dim, c.heads, c.seq);
+      "GPT-2 (Radford et al. 2019): {} layers, dim {}, {} heads, seq {}, vocab {} in {} rows; LM "
+      "head untied",
+      c.layers, c.dim, c.heads, c.seq, c.vocab, vocab);
   m.input_elems = d(c.seq);
   m.input_tokens = true;
-  m.tied_params = c.vocab * c.dim;  // the published model ties the LM head to wte
+  m.tied_params = vocab * c.dim;  // the published model ties the LM head to wte
   const double sd = d(c.seq * c.dim);
   ZooLayer embed;
   embed.name = "embed";
   embed.kind = "embedding";
   embed.float32_output = true;
-  embed.params = (c.vocab + c.ctx) * c.dim;
+  embed.params = (vocab + c.ctx) * c.dim;
   embed.output_elems = sd;
   embed.saved_elems = sd * (c.dropout > 0 ? 2 : 1);
   embed.traffic_elems = m.input_elems + 2 * embed.saved_elems;
   embed.dense_weights = false;
   OpSpec position_grad = elt_op("wpe.slice", EltClass::select, d(c.ctx * c.dim));
   position_grad.per_batch = true;
-  embed.ops = {embedding_op("wte", d(c.seq), c.dim, c.vocab),
+  embed.ops = {embedding_op("wte", d(c.seq), c.dim, vocab),
                elt_op("wpe", EltClass::add_bcast, sd, true, 1), position_grad,
                dropout_op("dropout", sd, c.dropout)};
   m.layers.push_back(embed);
@@ -365,14 +369,14 @@ ZooModel describe_gpt2(const Gpt2Config& c) {
   ZooLayer head;  // final LayerNorm, LM head without bias, per-token cross-entropy
   head.name = "head";
   head.kind = "head";
-  head.params = 2 * c.dim + c.dim * c.vocab;
-  head.forward_flops = 2.0 * d(c.seq * c.dim * c.vocab);
-  head.output_elems = d(c.seq * c.vocab);
-  head.saved_elems = 2 * d(c.seq) + sd + d(c.seq * c.vocab) + d(c.seq);
+  head.params = 2 * c.dim + c.dim * vocab;
+  head.forward_flops = 2.0 * d(c.seq * c.dim * vocab);
+  head.output_elems = d(c.seq * vocab);
+  head.saved_elems = 2 * d(c.seq) + sd + d(c.seq * vocab) + d(c.seq);
   head.traffic_elems = sd + 2 * head.saved_elems;
   head.ops = {elt_op("ln_f", EltClass::layer_norm, sd, true, 2),
-              linear_op("lm_head", d(c.seq), c.dim, c.vocab, false)};
-  add_loss_ops(head.ops, d(c.seq), c.vocab);
+              linear_op("lm_head", d(c.seq), c.dim, vocab, false)};
+  add_loss_ops(head.ops, d(c.seq), vocab);
   m.layers.push_back(head);
   return m;
 }
