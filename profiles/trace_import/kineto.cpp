@@ -181,10 +181,20 @@ std::vector<TraceEvent> read_events(const Json& array, const EventPlace& base,
 // innermost one of its lane that encloses it. An event that starts inside another one on the same
 // thread is nested in it (RecordFunction ranges nest per thread); the end it reports may overrun
 // the enclosing one's by the rounding of the timestamps, which does not make it a sibling; one of
-// zero duration that starts at the enclosing one's end is its last child (kineto.hpp).
+// zero duration that starts at the enclosing one's end is its last child (kineto.hpp). So is one
+// of at most 1 us there in a file of whole microseconds (torch 1.13's export without Kineto): its
+// start and duration are each cut to the microsecond, so a child of a 1 us operator (aten::relu's
+// aten::clamp_min) can be written as starting where its parent ends and ending 1 us later; a
+// sibling of 1 us or less that follows within the same microsecond nests there too, which moves
+// at most that microsecond between the two.
+bool whole_us(const TraceEvent& e) {
+  return e.ts_us == std::floor(e.ts_us) && e.dur_us == std::floor(e.dur_us);
+}
+
 bool ends_before(const TraceEvent& e, const TraceEvent& open) {
   if (e.ts_us != open.end_us()) return e.ts_us > open.end_us();
-  return !(e.dur_us == 0 && open.dur_us > 0);
+  if (open.dur_us == 0) return true;
+  return !(e.dur_us == 0 || (e.dur_us <= 1 && whole_us(e) && whole_us(open)));
 }
 
 void nest(std::vector<TraceEvent>& events) {

@@ -24,7 +24,8 @@
 // host or runtime event of the same thread that encloses an event. An event of zero duration that
 // starts where the innermost open one ends is inside it: whole-microsecond timestamps (the legacy
 // export) round a last child's start up to its parent's end (aten::fill_ at the end of
-// aten::ones_like, Debian's torch 1.13).
+// aten::ones_like, Debian's torch 1.13); so is one of at most 1 us in such a file (aten::relu's
+// aten::clamp_min, written from where the relu ends).
 //
 // The args pipetwin reads (PyTorch's profiler writes them; torch/csrc/profiler, libkineto):
 // "Sequence number" and "Fwd thread id" (autograd: a backward op carries its forward op's
