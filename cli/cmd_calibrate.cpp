@@ -24,6 +24,15 @@
 // shipped ones of the ops file's device), unrefined and with a layer refinement fitted leave one
 // model out (profiles/zoo/op_validation.hpp); -o writes the op file with the refinement fitted
 // on every model. --ops defaults to <catalog>/ops/<device>.json.
+//
+// A framework's overheads (studies/framework_fit.hpp, docs/framework-fit.md):
+//   pipetwin calibrate --runs runs.csv -o FRAMEWORK.json [--terms iteration,micro_batch,...]
+//                      [--name NAME] [--catalog DIR]
+// fits the per-iteration, per-micro-batch and per-layer-launch overheads and the compute and
+// communication scales to measured runs (studies/framework_runs.hpp: their columns), prints the
+// terms and every run's error without a framework, with the fit and left out of the fit, and
+// writes the framework file that plan, simulate, sweep take as --framework.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -37,6 +46,7 @@
 #include "profiles/zoo/calibration.hpp"
 #include "profiles/zoo/op_fit.hpp"
 #include "profiles/zoo/op_validation.hpp"
+#include "studies/framework_fit.hpp"
 
 #ifdef PIPETWIN_HAS_EXEC
 #include "exec/profile/microbench.hpp"
@@ -56,6 +66,9 @@ struct CalibrateArgs {
   std::string ops, torch_device = "cpu", device_name = "cpu-core", dtype = "float32";
   double units = 0;  // 0: the catalog's op file's, or 1
   int threads = 1;
+  // Framework overheads from measured runs.
+  std::string runs, name;
+  std::vector<std::string> terms;
 };
 
 // Shipped measured profiles of zoo models (of `device` when given).
@@ -228,7 +241,59 @@ void run_microbench(const CalibrateArgs& a) {
 #endif
 }
 
+std::string term_value(const Framework& f, FrameworkTerm t) {
+  const double v = framework_term(f, t);
+  return framework_term_neutral(t) == 1.0 ? fmt::format("{:.4f}", v) : fmt_seconds(v);
+}
+
+void print_framework_fit(const sim::FrameworkFit& fit) {
+  Table terms({"term", "value", "fitted"});
+  for (int i = 0; i < kFrameworkTerms; ++i) {
+    const auto t = FrameworkTerm(i);
+    const bool fitted = std::find(fit.fitted.begin(), fit.fitted.end(), t) != fit.fitted.end();
+    terms.add(
+        {framework_term_name(t), term_value(fit.framework, t), fitted ? "yes" : "no (neutral)"});
+  }
+  std::fputs(terms.render().c_str(), stdout);
+  Table t({"run", "model", "K", "dp", "B", "micro-batch", "schedule", "measured", "no framework",
+           "fit", "leave-one-out", "weight"});
+  auto cell = [](double s, double err) {
+    return fmt::format("{} ({:+.1f}%)", fmt_seconds(s), err * 100);
+  };
+  for (const auto& r : fit.runs) {
+    t.add({r.run.origin, r.run.model, std::to_string(r.run.stages), std::to_string(r.run.dp),
+           std::to_string(r.run.batch), std::to_string(r.run.micro_batch), r.run.schedule,
+           fmt_seconds(r.run.measured_s), cell(r.base_s, r.base_error()),
+           cell(r.fitted_s, r.fitted_error()), r.loo_s > 0 ? cell(r.loo_s, r.loo_error()) : "-",
+           fmt::format("{:.2f}", r.weight)});
+  }
+  std::fputs(t.render().c_str(), stdout);
+  std::printf("|error| median / worst: no framework %s / %s, fit %s / %s, leave-one-out %s / %s\n",
+              fmt_percent(fit.base_median).c_str(), fmt_percent(fit.base_worst).c_str(),
+              fmt_percent(fit.fit_median).c_str(), fmt_percent(fit.fit_worst).c_str(),
+              fmt_percent(fit.loo_median).c_str(), fmt_percent(fit.loo_worst).c_str());
+}
+
+void run_framework_fit(const CalibrateArgs& a) {
+  const std::vector<sim::FrameworkRun> runs = sim::read_framework_runs(a.runs);
+  const Catalog catalog = load_catalog(a.catalog);
+  const sim::FrameworkRunModel model(runs, catalog);
+  sim::FrameworkFitOptions o;
+  for (const auto& t : a.terms) o.terms.push_back(parse_framework_term(t, "--terms"));
+  if (!a.name.empty()) o.name = a.name;
+  sim::FrameworkFit fit = sim::fit_framework(runs, model, o);
+  std::printf("fitted %s to %zu runs of %s (%d Gauss-Newton steps)\n", o.name.c_str(), runs.size(),
+              a.runs.c_str(), fit.iterations);
+  print_framework_fit(fit);
+  if (a.output.empty()) return;
+  fit.framework.source = fmt::format("pipetwin calibrate --runs {}", a.runs);
+  fit.framework.fit = sim::framework_fit_json(fit);
+  save_framework(fit.framework, a.output);
+  std::printf("wrote %s\n", a.output.c_str());
+}
+
 void run_calibrate(const CalibrateArgs& a) {
+  if (!a.runs.empty()) return run_framework_fit(a);
   if (a.microbench) return run_microbench(a);
   if (a.op_model) return run_op_model(a);
   if (a.holdout < 0)
@@ -263,7 +328,9 @@ void run_calibrate(const CalibrateArgs& a) {
 void add_calibrate_command(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "calibrate", "Fit the analytic cost model's efficiencies to measured profiles");
+      "calibrate",
+      "Fit the analytic cost model's efficiencies to measured profiles, or (--runs) a "
+      "framework's overheads to measured runs");
   cmd->add_option("--profiles", args->profiles,
                   "measured profiles, comma-separated (default: the shipped ones)")
       ->delimiter(',');
@@ -299,6 +366,17 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "intra-op threads (--microbench)")
       ->capture_default_str();
   cmd->add_flag("--quick", args->quick, "fewer micro-benchmark shapes (a smoke test)");
+  auto* runs = cmd->add_option("--runs", args->runs,
+                               "fit a framework's overheads to these measured runs (CSV: model, "
+                               "cluster, stages, dp, batch, micro_batch, schedule, dtype, "
+                               "optimizer, measured_ms[, virtual_stages, partitioner, profile])");
+  runs->excludes(bench);
+  runs->excludes(op_model);
+  cmd->add_option("--terms", args->terms,
+                  "--runs: the terms fitted, comma-separated (iteration, micro_batch, "
+                  "layer_launch, compute, communication; default: all); the others stay neutral")
+      ->delimiter(',');
+  cmd->add_option("--name", args->name, "--runs: the framework's name (default: fitted)");
   cmd->callback([args] { run_calibrate(*args); });
 }
 

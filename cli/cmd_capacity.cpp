@@ -2,21 +2,29 @@
 // model (studies/capacity.hpp).
 //
 //   pipetwin capacity --model M -B 64 --samples 1281167 [--epochs 90] [--clusters a,b]
-//                     [--prices FILE] [--budget 500] [-o DIR]
+//                     [--prices FILE] [--budget 500] [--partitioner a,b] [--checkpoint-modes a,b]
+//                     [-o DIR]
 //
-// Prints the clusters ranked by the fastest plan's time and by the cheapest plan's cost, and the
-// clusters where nothing fits (which device runs out, by how much). -o DIR writes
-// DIR/capacity.csv and DIR/plans/<cluster>.{fastest,cheapest}.plan.json, ready for
-// `pipetwin simulate --plan` and `pipetwin run --plan`.
+// Prints the clusters ranked by the fastest plan's time and by the cheapest plan's cost, the
+// clusters where nothing fits (the leanest plan tried: which device runs out, by how much), and
+// what the search did with each cluster's layouts. -o DIR writes DIR/capacity.csv and
+// DIR/plans/<cluster>.{fastest,cheapest}.plan.json, ready for `pipetwin simulate --plan` and
+// `pipetwin run --plan`.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
+#include "cli/plan_flags.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "studies/capacity.hpp"
+#include "studies/capacity_space.hpp"
 #include "studies/sweep/csv.hpp"
 
 namespace pipetwin::cli {
@@ -26,30 +34,60 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CapacityArgs {
-  std::string model, profile, catalog, prices, partitioner = "balance-time", output;
+  PlanFlags flags = [] {
+    PlanFlags f;
+    // A search over many plans: every partitioner that takes memory into account (a list).
+    f.partitioner = fmt::format("{}", fmt::join(sim::default_capacity_partitioners(), ","));
+    return f;
+  }();
+  std::string prices, output;
   std::vector<std::string> clusters, schedules = sim::default_capacity_schedules();
-  int batch = 0, jobs = 0;
+  std::vector<std::string> checkpoint_modes = {"none", "except_last", "always"};
+  int jobs = 0;
   double samples = 0, epochs = 1, budget = 0;
   bool quiet = false;
-  ResolveOptions precision;
 };
+
+// "K=4 dp=2 M=16 gpipe ckpt=always optimal", "K=4 dp=1 M=8 zbv v=2 balance-time": K counts
+// devices.
+std::string plan_text(const sim::CapacityChoice& c) {
+  return sim::plan_summary(c.plan);
+}
 
 // Model chunks per device of a plan (v x K stages on K devices).
 int virtual_stages(const Plan& p) {
   return p.num_stages() / p.devices_per_replica();
 }
 
-// "K=4 dp=2 M=16 gpipe +ckpt", "K=4 dp=1 M=8 zbv v=2": K counts devices.
-std::string plan_text(const sim::CapacityChoice& c) {
-  const Plan& p = c.plan;
-  const int v = virtual_stages(p);
-  return fmt::format("K={} dp={} M={} {}{}{}", p.devices_per_replica(), p.dp, p.chunks, p.schedule,
-                     v > 1 ? fmt::format(" v={}", v) : "",
-                     p.checkpoint == Checkpoint::kNone ? "" : " +ckpt");
+// Comma-separated names.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    if (comma > at) out.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
 }
 
 std::string money(double v, const std::string& currency) {
   return fmt::format("{:.2f} {}", v, currency);
+}
+
+// What the search did with each cluster's layouts (studies/capacity_search.hpp).
+std::string search_table(const sim::CapacityReport& r) {
+  Table t({"cluster", "layouts", "over memory bound", "beaten by time bound", "no partition fits",
+           "refused", "simulated"});
+  for (const auto& c : r.clusters) {
+    const sim::SearchCounts& n = c.search;
+    t.add({c.cluster, std::to_string(n.layouts), std::to_string(n.memory_bound),
+           std::to_string(n.time_bound), std::to_string(n.no_fit), std::to_string(n.refused),
+           std::to_string(n.simulated)});
+  }
+  return "search (layouts of K, dp, M, schedule, v, checkpoint mode and partitioner; skipped by "
+         "lower bounds, planned, simulated):\n" +
+         t.render();
 }
 
 void print_report(const sim::CapacityReport& r, const sim::CapacityRequest& q) {
@@ -76,6 +114,7 @@ void print_report(const sim::CapacityReport& r, const sim::CapacityRequest& q) {
   for (const auto& c : r.clusters) {
     if (!c.note.empty()) std::printf("%s: %s\n", c.cluster.c_str(), c.note.c_str());
   }
+  std::printf("\n%s", search_table(r).c_str());
 }
 
 sim::CsvRow csv_row(const std::string& objective, size_t rank, const sim::ClusterCapacity& c,
@@ -87,20 +126,30 @@ sim::CsvRow csv_row(const std::string& objective, size_t rank, const sim::Cluste
                      std::to_string(c.devices),
                      fmt::format("{}", c.price_per_gpu_hour),
                      c.fits ? "yes" : "no"};
-  if (x != nullptr) {
-    const Plan& p = x->plan;
+  // The plan's columns: of the plan chosen, or of the leanest plan tried where nothing fits.
+  auto plan_columns = [&row](const Plan& p, const std::string& gpus) {
     for (const auto& v :
-         {std::to_string(x->gpus), std::to_string(p.devices_per_replica()),
-          std::to_string(virtual_stages(p)), std::to_string(p.dp), std::to_string(p.chunks),
-          std::to_string(p.micro_batch_size()), p.schedule,
-          std::string(checkpoint_name(p.checkpoint)), p.partitioner,
-          fmt::format("{}", x->iteration_time_s), fmt::format("{}", x->throughput_samples_per_s),
+         {gpus, std::to_string(p.devices_per_replica()), std::to_string(virtual_stages(p)),
+          std::to_string(p.dp), std::to_string(p.chunks), std::to_string(p.micro_batch_size()),
+          p.schedule, std::string(checkpoint_name(p.checkpoint)), p.partitioner}) {
+      row.push_back(v);
+    }
+  };
+  if (x != nullptr) {
+    plan_columns(x->plan, std::to_string(x->gpus));
+    for (const auto& v :
+         {fmt::format("{}", x->iteration_time_s), fmt::format("{}", x->throughput_samples_per_s),
           fmt::format("{}", x->epoch_time_s), fmt::format("{}", x->total_time_s),
           fmt::format("{}", x->cost), fmt::format("{:.0f}", x->peak_memory_bytes)}) {
       row.push_back(v);
     }
   } else {
-    row.resize(row.size() + 14);
+    if (c.has_leanest) {
+      plan_columns(c.leanest, "");
+    } else {
+      row.resize(row.size() + 9);
+    }
+    row.resize(row.size() + 5);
     row.push_back(c.need_bytes > 0 ? fmt::format("{:.0f}", c.need_bytes) : "");
   }
   row.push_back(c.capacity_bytes > 0 ? fmt::format("{:.0f}", c.capacity_bytes) : "");
@@ -160,25 +209,29 @@ void write_outputs(const sim::CapacityReport& r, const std::string& dir) {
 }
 
 void run_capacity(const CapacityArgs& a) {
-  check_precision_options(a.precision);
-  const Catalog catalog = load_catalog(a.catalog);
+  const PlanFlags& f = a.flags;
+  f.check_precision();
+  const Catalog catalog = load_catalog(f.catalog);
   sim::CapacityRequest q;
-  q.model = a.model;
-  q.profile_path = a.profile;
-  q.precision = a.precision;
+  q.model = f.model;
+  q.profile_path = f.profile;
+  q.precision = f.precision();
   q.catalog = &catalog;
   q.prices =
       sim::load_prices(a.prices.empty() ? sim::default_prices_path(catalog) : a.prices, catalog);
   q.clusters = a.clusters;
-  q.batch = a.batch;
+  q.batch = f.batch;
   q.samples = a.samples;
   q.epochs = a.epochs;
   q.schedules = a.schedules;
-  q.partitioner = a.partitioner;
+  q.partitioners = split_list(f.partitioner);
+  q.checkpoints.clear();
+  for (const auto& mode : a.checkpoint_modes) q.checkpoints.push_back(parse_checkpoint_mode(mode));
   q.budget = a.budget;
   q.jobs = a.jobs;
+  q.framework = f.framework_terms();
   const sim::CapacityReport r = sim::plan_capacity(q);
-  if (q.model.empty() && !r.clusters.empty()) q.model = a.profile;
+  if (q.model.empty() && !r.clusters.empty()) q.model = f.profile;
   if (!a.output.empty()) write_outputs(r, a.output);
   if (!a.quiet) {
     print_report(r, q);
@@ -193,22 +246,29 @@ void add_capacity_command(CLI::App& app) {
   auto a = std::make_shared<CapacityArgs>();
   CLI::App* cmd =
       app.add_subcommand("capacity", "Rank priced clusters by time and cost to train a model");
-  cmd->add_option("--model", a->model, "model name: zoo name or uniform:layers=L,...");
-  cmd->add_option("--profile", a->profile, "profile JSON (instead of resolving --model)");
-  cmd->add_option("-B,--batch", a->batch, "global batch size")->required();
+  using F = PlanFlag;
+  add_plan_flags(cmd, &a->flags,
+                 {F::kModel, F::kProfile, F::kCatalog, F::kDtype, F::kOptimizer, F::kBatch,
+                  F::kPartitioner, F::kFramework});
+  cmd->get_option("--batch")->required()->default_str("");  // no default: the user's batch
+  cmd->get_option("--partitioner")
+      ->description(
+          "partitioners to try, comma-separated (memory-aware: a partition that fits "
+          "where one exists)");
   cmd->add_option("--samples", a->samples, "samples per epoch (time to this many samples)")
       ->required();
   cmd->add_option("--epochs", a->epochs, "epochs")->capture_default_str();
-  cmd->add_option("--catalog", a->catalog, "hardware catalog folder (default: hardware/)");
-  add_precision_options(cmd, &a->precision);
   cmd->add_option("--prices", a->prices, "prices file (default: <catalog>/prices.json)");
   cmd->add_option("--clusters", a->clusters, "clusters to consider (default: every priced one)")
       ->delimiter(',');
   cmd->add_option("--schedules", a->schedules,
-                  "schedules to try (interleaved-1f1b with 2 model chunks per device)")
+                  "schedules to try (interleaved-1f1b with 2, and 4 where the model has 4K "
+                  "layers, model chunks per device)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--partitioner", a->partitioner, "partitioner")->capture_default_str();
+  cmd->add_option("--checkpoint-modes", a->checkpoint_modes, "checkpoint modes to try")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--budget", a->budget, "most the fastest plan may cost (0: no limit)");
   cmd->add_option("-j,--jobs", a->jobs, "worker threads (default: all cores)");
   cmd->add_option("-o,--output", a->output, "folder for capacity.csv and the plans");

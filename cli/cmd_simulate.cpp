@@ -79,7 +79,7 @@ void run_simulate(const SimulateArgs& a) {
   if (o.max_actions >= 0) set_action_limit(o.max_actions);
   if (a.elastic.on) return run_elastic(a);
   if (o.plan.empty()) throw InputError("simulate: --plan is required (or --elastic)");
-  Plan plan = load_plan(o.plan);
+  Plan plan = o.with_framework(load_plan(o.plan));
   const std::string& profile = a.elastic.options.profile;
   if (!profile.empty()) plan = sim::reprice(std::move(plan), load_profile(profile), profile);
   const PlanContext ctx(plan, o.iterations);

@@ -18,8 +18,13 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
       cluster_(cluster),
       options_(options),
       graph_(ModelGraph::from_profile(profile_)),
-      links_(topology_links(cluster)) {
+      links_(topology_links(cluster)),
+      scale_(options_.compute_scale * options_.framework.compute_scale),
+      launch_s_(options_.framework.layer_launch_s),
+      comm_scale_(options_.framework.communication_scale) {
   require_positive("compute scale", options_.compute_scale);
+  require_positive("framework compute scale", options_.framework.compute_scale);
+  require_positive("framework communication scale", comm_scale_);
   if (options_.frozen_layers < 0 || options_.frozen_layers > profile_.num_layers()) {
     throw InputError(fmt::format("frozen layers must be in 0..{} ({} given)", profile_.num_layers(),
                                  options_.frozen_layers));
@@ -62,18 +67,19 @@ void CostModel::fit_cold(const LayerProfile& layer, const std::vector<double>& b
   }
 }
 
+// The framework's layer launch (core/framework.hpp) is added to each pass of a layer: forward,
+// backward (its input half when split: backward_weight_s leaves it out) and recompute.
 double CostModel::forward_s(int layer, double b) const {
-  return fits(layer).forward(b) * options_.compute_scale;
+  return fits(layer).forward(b) * scale_ + launch_s_;
 }
 
 double CostModel::backward_s(int layer, double b) const {
-  return frozen(layer) ? 0 : fits(layer).backward(b) * options_.compute_scale;
+  return frozen(layer) ? 0 : fits(layer).backward(b) * scale_ + launch_s_;
 }
 
 double CostModel::backward_weight_s(int layer, double b) const {
   if (frozen(layer)) return 0;
-  return std::clamp(fits(layer).backward_weight(b) * options_.compute_scale, 0.0,
-                    backward_s(layer, b));
+  return std::clamp(fits(layer).backward_weight(b) * scale_, 0.0, backward_s(layer, b));
 }
 
 double estimated_weight_share(const LayerProfile& layer) {
@@ -84,18 +90,16 @@ double estimated_weight_share(const LayerProfile& layer) {
   return 0.5;
 }
 double CostModel::recompute_s(int layer, double b) const {
-  return frozen(layer) ? 0 : fits(layer).recompute(b) * options_.compute_scale;
+  return frozen(layer) ? 0 : fits(layer).recompute(b) * scale_ + launch_s_;
 }
 
 double CostModel::optimizer_s(int layer) const {
-  return frozen(layer) ? 0
-                       : profile_.layers[static_cast<size_t>(layer)].optimizer_step_s *
-                             options_.compute_scale;
+  return frozen(layer) ? 0 : profile_.layers[static_cast<size_t>(layer)].optimizer_step_s * scale_;
 }
 
 double CostModel::optimizer_new_version_s(int layer) const {
   const double s = profile_.layers[static_cast<size_t>(layer)].optimizer_new_version_s;
-  return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * options_.compute_scale;
+  return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * scale_;
 }
 
 double CostModel::contention(int layer, double b) const {
@@ -109,13 +113,13 @@ double CostModel::contention_backward(int layer, double b) const {
 double CostModel::cold_forward_s(int layer, double b, size_t pause) const {
   const auto& fits = this->fits(layer).cold_forward;
   if (pause >= fits.size()) return 0;
-  return fits[pause](b) * options_.compute_scale / contention(layer, b);
+  return fits[pause](b) * scale_ / contention(layer, b);
 }
 
 double CostModel::cold_backward_s(int layer, double b, size_t pause) const {
   const auto& fits = this->fits(layer).cold_backward;
   if (frozen(layer) || pause >= fits.size()) return 0;
-  return fits[pause](b) * options_.compute_scale / contention_backward(layer, b);
+  return fits[pause](b) * scale_ / contention_backward(layer, b);
 }
 
 double CostModel::device_slowdown(int device) const {
@@ -129,14 +133,14 @@ double CostModel::transfer_s(double bytes, int a, int b) const {
   if (cluster_.topology && in_cluster(cluster_, a) && in_cluster(cluster_, b)) {
     // Alone on its route: its slowest resource.
     const Route r = route(cluster_, a, b);
-    return r.latency + bytes / slowest_rate(links_, {r});
+    return (r.latency + bytes / slowest_rate(links_, {r})) * comm_scale_;
   }
   const LinkSpec& link = cluster_.link(a, b);
-  return link.latency + bytes / link.bandwidth;
+  return (link.latency + bytes / link.bandwidth) * comm_scale_;
 }
 
 double CostModel::allreduce_s(double bytes, const std::vector<int>& devices) const {
-  return allreduce_cost(cluster_, links_, bytes, devices).seconds;
+  return allreduce_cost(cluster_, links_, bytes, devices).seconds * comm_scale_;
 }
 
 std::vector<Bucket> CostModel::ddp_buckets(const std::vector<int>& layers) const {
@@ -205,6 +209,7 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
       if (!in_stage[static_cast<size_t>(e.from)]) c.input_bytes += e.bytes_per_sample * b;
     }
   }
+  add_framework_passes(c);
   c.backward_bytes = backward_working_bytes(layers, b);
   std::tie(c.forward_bytes, c.forward_nograd_bytes) = forward_working_bytes(layers, b);
   c.buckets = ddp_buckets(layers);
@@ -223,6 +228,27 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     c.bucket_weight_ready_s.push_back(tw);
   }
   return c;
+}
+
+void CostModel::add_framework_passes(StageCost& c) const {
+  // The framework's per-micro-batch term on every pass of the stage, its per-iteration term on
+  // the stage's optimizer step; passes a frozen stage does not run are not charged.
+  const Framework& fw = options_.framework;
+  if (fw.micro_batch_s == 0 && fw.iteration_s == 0) return;
+  const bool active =
+      std::any_of(c.layers.begin(), c.layers.end(), [this](int l) { return !frozen(l); });
+  if (!c.layers.empty()) {
+    c.forward_s += fw.micro_batch_s;
+    c.forward_shared_s += fw.micro_batch_s;
+  }
+  if (!active) return;
+  for (double StageCost::*pass : {&StageCost::backward_s, &StageCost::backward_shared_s,
+                                  &StageCost::recompute_s, &StageCost::recompute_shared_s})
+    c.*pass += fw.micro_batch_s;
+  for (double StageCost::*step :
+       {&StageCost::optimizer_s, &StageCost::optimizer_shared_s,
+        &StageCost::optimizer_new_version_s, &StageCost::optimizer_new_version_shared_s})
+    c.*step += fw.iteration_s;
 }
 
 std::pair<double, double> CostModel::forward_working_bytes(const std::vector<int>& layers,

@@ -22,6 +22,11 @@
 //                      and the working memory of a backward (backward_working_bytes below).
 //                      How many micro-batches are alive at once is the schedule's business:
 //                      memory.hpp walks the schedule.
+//   framework          CostOptions::framework (core/framework.hpp): its compute scale multiplies
+//                      every compute time, its layer launch is added to each layer's forward,
+//                      backward and recompute, its per-micro-batch term to each stage pass, its
+//                      per-iteration term to each stage's optimizer step, and its communication
+//                      scale multiplies transfers and all-reduces. The identity changes nothing.
 //
 // Thread-safety: immutable after construction; concurrent reads are safe.
 #pragma once
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/framework.hpp"
 #include "core/linear_fit.hpp"
 #include "core/model_graph.hpp"
 #include "core/profile.hpp"
@@ -47,6 +53,7 @@ struct CostOptions {
   double first_bucket_bytes = 1 * kMiB;  // DDP's smaller first bucket
   int frozen_layers = 0;                 // layers [0, frozen_layers) are frozen
   double lambda_frozen = 1.0 / 6.0;
+  Framework framework;  // the framework's overheads and efficiency scales (identity: none)
 };
 
 struct LayerFits {
@@ -171,7 +178,8 @@ class CostModel {
 
  private:
   void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
-
+  // The framework's per-micro-batch and per-iteration terms on a stage's passes and step.
+  void add_framework_passes(StageCost& c) const;
 
   Profile profile_;
   Cluster cluster_;
@@ -179,6 +187,9 @@ class CostModel {
   ModelGraph graph_;
   std::vector<LayerFits> fits_;
   std::vector<double> links_;  // the topology's link resources (empty without one)
+  double scale_ = 1;           // compute_scale x the framework's compute scale
+  double launch_s_ = 0;        // the framework's layer launch
+  double comm_scale_ = 1;      // the framework's communication scale
 };
 
 }  // namespace pipetwin

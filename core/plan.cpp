@@ -143,6 +143,11 @@ Json plan_to_json(const Plan& p) {
   doc["frozen_layers"] = p.frozen_layers;
   doc["lambda_frozen"] = p.lambda_frozen;
   doc["cache"] = p.cache;
+  if (!p.framework.identity()) {
+    Framework terms = p.framework;
+    terms.fit = Json();  // the fit's report stays in the framework's own file
+    doc["framework"] = framework_to_json(terms);
+  }
   doc["cluster"] = cluster_to_json(p.cluster);
   doc["profile"] = profile_to_json(p.profile);
   return doc;
@@ -152,8 +157,8 @@ Plan plan_from_json(const JsonView& doc) {
   doc.check_format("pipetwin.plan", 1);
   doc.allow_only({"format", "version", "model", "schedule", "partitioner", "batch_size", "chunks",
                   "micro_batch_size", "dp", "checkpoint", "stages", "placement", "iterations",
-                  "compute_scale", "ddp", "frozen_layers", "lambda_frozen", "cache", "cluster",
-                  "profile"});
+                  "compute_scale", "ddp", "frozen_layers", "lambda_frozen", "cache", "framework",
+                  "cluster", "profile"});
   Plan p;
   p.model = doc.string("model");
   p.schedule = doc.string("schedule");
@@ -191,6 +196,7 @@ Plan plan_from_json(const JsonView& doc) {
   p.frozen_layers = doc.int32_or("frozen_layers", 0);
   p.lambda_frozen = doc.nonneg_or("lambda_frozen", p.lambda_frozen);
   p.cache = doc.bool_or("cache", false);
+  if (auto fw = doc.find("framework")) p.framework = framework_from_json(*fw);
   p.cluster = cluster_from_json(doc.at("cluster"), Catalog());
   p.profile = profile_from_json(doc.at("profile"));
   if (doc.has("micro_batch_size") && p.dp * p.chunks > 0 && p.batch_size % (p.dp * p.chunks) == 0 &&
@@ -225,6 +231,7 @@ CostOptions cost_options(const Plan& p) {
   o.first_bucket_bytes = p.first_bucket_bytes;
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
+  o.framework = p.framework;
   return o;
 }
 

@@ -19,6 +19,7 @@
 
 #include "core/cluster.hpp"
 #include "core/cost_model.hpp"
+#include "core/framework.hpp"
 #include "core/json_io.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
@@ -52,6 +53,9 @@ struct Plan {
   int frozen_layers = 0;
   double lambda_frozen = 1.0 / 6.0;
   bool cache = false;
+  // The framework's overheads and efficiency scales the simulator applies (core/framework.hpp);
+  // the identity (no "framework" in the file) changes nothing. `run` measures instead.
+  Framework framework;
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   int devices_per_replica() const;  // devices of one pipeline replica, stage replicas included

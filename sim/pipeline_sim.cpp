@@ -82,6 +82,9 @@ void add_flows(TaskGraph& g, double bytes, const Route& r) {
 
 void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, TaskGraph& g) {
   const Cluster& cluster = ctx.plan.cluster;
+  // The framework's communication scale (core/framework.hpp) stretches a flow's time alone: its
+  // bytes and its latency.
+  const double scale = ctx.cost.options().framework.communication_scale;
   g.net_capacity = topology_links(cluster);
   const auto n = static_cast<size_t>(schedule.num_actions());
   g.net_flow_begin.assign(1, 0);
@@ -92,8 +95,8 @@ void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, Tas
       const Copy c = copy_of(ctx, schedule, id);
       if (c.bytes > 0 && c.from != c.to) {
         const Route r = route(cluster, c.from, c.to);
-        add_flows(g, c.bytes, r);
-        g.net_latency[static_cast<size_t>(id)] = r.latency;
+        add_flows(g, c.bytes * scale, r);
+        g.net_latency[static_cast<size_t>(id)] = r.latency * scale;
       }
     } else if (a.op == Op::kAllReduce && schedule.group_members(schedule.group(id))[0] == id) {
       const std::vector<int> ring = ring_of(ctx, schedule, id);
@@ -104,8 +107,9 @@ void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, Tas
         for (size_t i = 0; i < ring.size(); ++i)
           routes.push_back(route(cluster, ring[i], ring[(i + 1) % ring.size()]));
         const double alone = slowest_rate(g.net_capacity, routes);
-        for (const Route& r : routes) add_flows(g, (cost.seconds - cost.latency) * alone, r);
-        g.net_latency[static_cast<size_t>(id)] = cost.latency;
+        for (const Route& r : routes)
+          add_flows(g, (cost.seconds - cost.latency) * alone * scale, r);
+        g.net_latency[static_cast<size_t>(id)] = cost.latency * scale;
       }
     }
     g.net_flow_begin.push_back(static_cast<int32_t>(g.flow_bytes.size()));

@@ -60,7 +60,8 @@ Plan base_plan(PlanRequest r) {
               .placement = {},
               .iterations = r.iterations,
               .compute_scale = scale,
-              .frozen_layers = r.frozen_layers};
+              .frozen_layers = r.frozen_layers,
+              .framework = std::move(r.framework)};
 }
 
 namespace {
@@ -252,6 +253,7 @@ void partition_into(Plan& p, const ResolvedRequest& q) {
   o.compute_scale = p.compute_scale;
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
+  o.framework = p.framework;
   const CostModel cost(p.profile, p.cluster, o);
   Partition part = partition_for(p, q, cost);
   if (r.partitioner == "pipedream-dp") part = refine_pipedream(std::move(part), p, q, cost);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/framework.hpp"
 #include "core/plan.hpp"
 #include "core/profile.hpp"
 
@@ -58,6 +59,9 @@ struct PlanRequest {
   int frozen_layers = 0;
   int iterations = 0;
   bool allow_oom = false;  // keep a plan that does not fit (for what-if studies)
+  // The framework's overheads and efficiency scales (core/framework.hpp), carried into the plan;
+  // the identity: none.
+  Framework framework{};
 };
 
 // Speed of the cluster's devices relative to the profiled device, as a multiplier on profiled

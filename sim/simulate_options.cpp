@@ -12,6 +12,11 @@ SimResult SimulateOptions::run(const PlanContext& context, const std::string& or
   return r;
 }
 
+Plan SimulateOptions::with_framework(Plan plan) const {
+  if (!framework.empty()) plan.framework = load_framework(framework);
+  return plan;
+}
+
 const std::vector<OptionSpec<SimulateOptions>>& simulate_option_specs() {
   using S = SimulateOptions;
   static const std::vector<OptionSpec<SimulateOptions>> specs = {
@@ -24,6 +29,10 @@ const std::vector<OptionSpec<SimulateOptions>>& simulate_option_specs() {
       {"--max-actions",
        "refuse schedules estimated above this many actions (default 2e7; 0: no limit)",
        &S::max_actions},
+      {"--framework",
+       "framework file (pipetwin calibrate --runs) whose overheads and scales replace the "
+       "plan's (default: the plan's, none unless plan --framework gave one)",
+       &S::framework, OptionKind::kPath},
   };
   return specs;
 }

@@ -1,6 +1,7 @@
 // The options of `pipetwin simulate --plan` (the Python API's simulate(plan=...)), declared once
 // with the CLI's defaults: the plan, the mini-batches to simulate, another schedule to run
-// instead, the action limit and where the timeline and the metrics go, each with one entry in
+// instead, the action limit, where the timeline and the metrics go and the framework whose
+// overheads replace the plan's (core/framework.hpp), each with one entry in
 // simulate_option_specs() (sim/option_table.hpp), which the CLI binds to its flags and the Python
 // API to its keywords. --profile, which reprices the plan (planner.hpp reprice), is the elastic
 // table's (sim/elastic_options.hpp): one flag for both uses.
@@ -22,6 +23,11 @@ struct SimulateOptions {
   std::string plan, schedule_file, timeline, metrics;
   int iterations = 0;       // 0: the plan's
   double max_actions = -1;  // < 0: the default limit (core/schedule/limits.hpp)
+  // A framework file (core/framework.hpp) replacing the plan's framework; "": the plan's.
+  std::string framework;
+
+  // `plan` with --framework's terms in place of its own (the plan unchanged without the flag).
+  Plan with_framework(Plan plan) const;
 
   // The plan of `context` simulated as `simulate` does it (simulate_checked: the action limit
   // checked up front, errors naming `origin`; --schedule-file's schedule when given), then
@@ -37,6 +43,7 @@ enum class SimulateOption : uint8_t {
   kTimeline,
   kMetrics,
   kMaxActions,
+  kFramework,
 };
 
 // One entry per SimulateOption, in its order.

@@ -1,23 +1,19 @@
 #include "studies/capacity.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <filesystem>
-#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/memory_pools.hpp"
-#include "profiles/model_source.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
-#include "core/schedule/virtual_stages.hpp"
+#include "profiles/model_source.hpp"
 #include "sim/planner.hpp"
+#include "studies/capacity_space.hpp"
 #include "studies/sweep/evaluate.hpp"
 #include "studies/sweep/runner.hpp"
 
@@ -51,79 +47,32 @@ std::vector<std::string> default_capacity_schedules() {
   return {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev"};
 }
 
+std::vector<std::string> default_capacity_partitioners() {
+  return {"optimal", "balance-time"};
+}
+
 std::string default_prices_path(const Catalog& catalog) {
   return (std::filesystem::path(catalog.dir()) / "prices.json").string();
 }
 
+PlanRequest layout_request(const Layout& x, const CapacityTarget& t, const CapacityRequest& r) {
+  // The model's name falls back to the profile's in base_plan (sim/planner.hpp).
+  return PlanRequest{.model = r.model,
+                     .profile = t.profile,
+                     .cluster = t.cluster,
+                     .catalog = r.catalog,
+                     .stages = x.stages,
+                     .schedule = x.schedule ? *x.schedule : "gpipe",
+                     .virtual_stages = x.virtual_stages,
+                     .batch_size = r.batch,
+                     .chunks = x.chunks,
+                     .partitioner = x.partitioner ? *x.partitioner : "uniform",
+                     .dp = x.dp,
+                     .checkpoint = x.checkpoint,
+                     .framework = r.framework};
+}
+
 namespace {
-
-struct Target {
-  Cluster cluster;
-  Profile profile;
-  double price = 0;
-};
-
-struct Group {
-  size_t target = 0;
-  int stages = 1, dp = 1;
-  std::string schedule;
-  int virtual_stages = 1;  // model chunks per device
-};
-
-struct GroupResult {
-  int candidates = 0;
-  bool found = false;  // some M fits
-  Evaluation best;     // the fastest that fits
-  bool missed = false;
-  Evaluation closest;  // the smallest overshoot among those that do not fit
-  std::string first_error;
-};
-
-std::vector<int> powers_of_two(int limit) {
-  std::vector<int> out;
-  for (int v = 1; v <= limit; v *= 2) out.push_back(v);
-  return out;
-}
-
-void try_candidate(const PlanRequest& pr, GroupResult& g) {
-  const Evaluation e = evaluate_request(pr, 0, false);
-  ++g.candidates;
-  if (!e.ok()) {
-    if (g.first_error.empty()) g.first_error = e.error;
-  } else if (e.fits) {
-    if (!g.found || e.iteration_time_s < g.best.iteration_time_s - 1e-15) g.best = e;
-    g.found = true;
-  } else if (!g.missed || e.over_bytes < g.closest.over_bytes) {
-    g.closest = e;
-    g.missed = true;
-  }
-}
-
-GroupResult run_group(const Group& grp, const Target& t, const CapacityRequest& r) {
-  GroupResult g;
-  PlanRequest pr;
-  pr.model = r.model.empty() ? t.profile.model : r.model;
-  pr.profile = t.profile;
-  pr.cluster = t.cluster;
-  pr.catalog = r.catalog;
-  pr.stages = grp.stages;
-  pr.schedule = grp.schedule;
-  pr.virtual_stages = grp.virtual_stages;
-  pr.batch_size = r.batch;
-  pr.partitioner = r.partitioner;
-  pr.dp = grp.dp;
-  const int per_replica = r.batch / grp.dp;
-  for (Checkpoint ck : {Checkpoint::kNone, Checkpoint::kExceptLast}) {
-    pr.checkpoint = ck;
-    for (int m = 1; m <= std::min(per_replica, 6 * grp.stages); ++m) {
-      if (per_replica % m != 0 || !request_refusal(pr, m).empty()) continue;
-      pr.chunks = m;
-      try_candidate(pr, g);
-    }
-    if (g.found) break;  // checkpointing is only a way to fit
-  }
-  return g;
-}
 
 CapacityChoice make_choice(const Evaluation& e, const CapacityRequest& r, double price) {
   CapacityChoice c;
@@ -139,45 +88,40 @@ CapacityChoice make_choice(const Evaluation& e, const CapacityRequest& r, double
   return c;
 }
 
-void choose(ClusterCapacity& out, const std::vector<const GroupResult*>& groups,
-            const CapacityRequest& r) {
-  const GroupResult* closest = nullptr;
-  for (const GroupResult* g : groups) {
-    out.candidates += g->candidates;
-    if (g->missed && (!closest || g->closest.over_bytes < closest->closest.over_bytes)) closest = g;
-    if (!g->found) continue;
-    const CapacityChoice c = make_choice(g->best, r, out.price_per_gpu_hour);
-    out.fits = true;
-    const bool affordable = r.budget <= 0 || c.cost <= r.budget;
-    if (affordable && (!out.fastest.found || c.total_time_s < out.fastest.total_time_s ||
-                       (c.total_time_s == out.fastest.total_time_s && c.gpus < out.fastest.gpus))) {
-      out.fastest = c;
-    }
-    if (!out.cheapest.found || c.cost < out.cheapest.cost ||
-        (c.cost == out.cheapest.cost && c.total_time_s < out.cheapest.total_time_s)) {
-      out.cheapest = c;
-    }
+// "does not fit: the leanest plan tried (K=8 dp=1 M=512 1f1b ckpt=always optimal) needs 25.10 GiB
+// on device 3 (rtx-4090 #3), it has 24.00 GiB (over by 1.10 GiB)".
+void explain_no_fit(ClusterCapacity& out, const CapacityTarget& t, const CapacityRequest& r,
+                    const ClusterSearch& s) {
+  const Leanest lean = leanest_layout(t, r);
+  if (!lean.found || lean.evaluation.fits) {
+    out.note = "no feasible plan" + (s.first_error.empty() ? std::string() : ": " + s.first_error);
+    return;
   }
+  const Evaluation& e = lean.evaluation;
+  out.has_leanest = true;
+  out.leanest = e.plan;
+  out.oom_device = e.oom_device;
+  out.need_bytes = e.capacity_bytes + e.over_bytes;
+  out.capacity_bytes = e.capacity_bytes;
+  out.over_bytes = e.over_bytes;
+  out.note = fmt::format(
+      "does not fit: the leanest plan tried ({}) needs {:.2f} GiB on {}, it has {:.2f} GiB (over "
+      "by {:.2f} GiB)",
+      plan_summary(e.plan), out.need_bytes / kGiB, e.oom_device, e.capacity_bytes / kGiB,
+      e.over_bytes / kGiB);
+}
+
+void choose(ClusterCapacity& out, const CapacityTarget& t, const CapacityRequest& r,
+            const ClusterSearch& s) {
+  out.search = s.counts;
+  out.fits = s.cheapest_found;
+  if (s.fastest_found) out.fastest = make_choice(s.fastest, r, out.price_per_gpu_hour);
+  if (s.cheapest_found) out.cheapest = make_choice(s.cheapest, r, out.price_per_gpu_hour);
   if (out.fits && !out.fastest.found) {
     out.note = fmt::format("no plan within the budget {:.2f} (the cheapest costs {:.2f})", r.budget,
                            out.cheapest.cost);
   }
-  if (!out.fits && closest) {
-    const Evaluation& e = closest->closest;
-    out.oom_device = e.oom_device;
-    out.need_bytes = e.capacity_bytes + e.over_bytes;
-    out.capacity_bytes = e.capacity_bytes;
-    out.over_bytes = e.over_bytes;
-    out.note = fmt::format(
-        "does not fit: at best {} needs {:.2f} GiB, it has {:.2f} GiB (over by {:.2f} GiB)",
-        e.oom_device, out.need_bytes / kGiB, e.capacity_bytes / kGiB, e.over_bytes / kGiB);
-  } else if (!out.fits) {
-    std::string why;
-    for (const GroupResult* g : groups) {
-      if (why.empty()) why = g->first_error;
-    }
-    out.note = "no feasible plan" + (why.empty() ? std::string() : ": " + why);
-  }
+  if (!out.fits) explain_no_fit(out, t, r, s);
 }
 
 void check_request(const CapacityRequest& r) {
@@ -191,15 +135,17 @@ void check_request(const CapacityRequest& r) {
     throw InputError(fmt::format("--budget must not be negative ({} given)", r.budget));
   if (r.schedules.empty()) throw InputError("--schedules: give at least one schedule");
   for (const auto& s : r.schedules) schedule_info(s);
-  make_partitioner(r.partitioner);
+  if (r.partitioners.empty()) throw InputError("--partitioner: give at least one partitioner");
+  for (const auto& p : r.partitioners) make_partitioner(p);
+  if (r.checkpoints.empty()) throw InputError("--checkpoint-modes: give at least one mode");
 }
 
-std::vector<Target> load_targets(const CapacityRequest& r) {
+std::vector<CapacityTarget> load_targets(const CapacityRequest& r) {
   const std::vector<std::string>& names = r.clusters.empty() ? r.prices.order : r.clusters;
   if (names.empty()) throw InputError("capacity: no cluster to plan (the prices file lists none)");
-  std::vector<Target> targets;
+  std::vector<CapacityTarget> targets;
   for (const auto& name : names) {
-    Target t;
+    CapacityTarget t;
     t.cluster = load_cluster(name, *r.catalog);
     auto price = r.prices.per_gpu_hour.find(name);
     if (price == r.prices.per_gpu_hour.end()) price = r.prices.per_gpu_hour.find(t.cluster.name);
@@ -214,85 +160,25 @@ std::vector<Target> load_targets(const CapacityRequest& r) {
   return targets;
 }
 
-// Without a pipeline (K = 1) virtual stages and a split backward only fill bubbles there are
-// none of: the schedules that have them are tried there only when no other schedule is.
-bool skip_without_pipeline(const std::string& schedule, const std::vector<std::string>& all) {
-  auto fancy = [](const std::string& s) {
-    return schedule_info(s).splits_backward || stage_layout_of(s) != StageLayout::kOnePerDevice;
-  };
-  return fancy(schedule) && !std::all_of(all.begin(), all.end(), fancy);
-}
-
-std::vector<Group> make_groups(const std::vector<Target>& targets, const CapacityRequest& r) {
-  std::vector<Group> groups;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const int devices = targets[i].cluster.num_devices();
-    for (int k : powers_of_two(std::min(devices, targets[i].profile.num_layers()))) {
-      for (int dp : powers_of_two(devices / k)) {
-        if (r.batch % dp != 0) continue;
-        for (const auto& s : r.schedules) {
-          if (k == 1 && skip_without_pipeline(s, r.schedules)) continue;
-          const int v =
-              stage_layout_of(s) == StageLayout::kInterleaved ? 2 : default_virtual_stages(s);
-          if (v * k > targets[i].profile.num_layers()) continue;
-          groups.push_back({i, k, dp, s, v});
-        }
-      }
-    }
-  }
-  return groups;
-}
-
-std::vector<GroupResult> run_groups(const std::vector<Group>& groups,
-                                    const std::vector<Target>& targets, const CapacityRequest& r) {
-  std::vector<GroupResult> results(groups.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr error;
-  std::mutex mu;
-  auto work = [&] {
-    try {
-      for (size_t i = next++; i < groups.size(); i = next++) {
-        results[i] = run_group(groups[i], targets[groups[i].target], r);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-      next = groups.size();
-    }
-  };
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t jobs = std::min<size_t>(r.jobs > 0 ? static_cast<size_t>(r.jobs) : hw,
-                                       std::max<size_t>(groups.size(), 1));
-  std::vector<std::thread> threads;
-  for (size_t j = 0; j < jobs; ++j) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
-  return results;
-}
-
 }  // namespace
 
 CapacityReport plan_capacity(const CapacityRequest& r) {
   check_request(r);
   keep_freed_memory();
-  const std::vector<Target> targets = load_targets(r);
-  const std::vector<Group> groups = make_groups(targets, r);
-  const std::vector<GroupResult> results = run_groups(groups, targets, r);
+  const std::vector<CapacityTarget> targets = load_targets(r);
+  const std::vector<ClusterSearch> results = search_capacity(targets, r);
   CapacityReport report;
   for (size_t i = 0; i < targets.size(); ++i) {
+    const CapacityTarget& t = targets[i];
     ClusterCapacity c;
-    c.cluster = targets[i].cluster.name;
-    c.device = targets[i].cluster.device.name;
-    std::vector<int> all(static_cast<size_t>(targets[i].cluster.num_devices()));
+    c.cluster = t.cluster.name;
+    c.device = t.cluster.device.name;
+    std::vector<int> all(static_cast<size_t>(t.cluster.num_devices()));
     std::iota(all.begin(), all.end(), 0);
-    c.devices = physical_units(targets[i].cluster, all);  // GPUs, not their stream sets
-    c.price_per_gpu_hour = targets[i].price;
-    c.capacity_bytes = targets[i].cluster.device.memory_bytes;
-    std::vector<const GroupResult*> mine;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (groups[g].target == i) mine.push_back(&results[g]);
-    }
-    choose(c, mine, r);
+    c.devices = physical_units(t.cluster, all);  // GPUs, not their stream sets
+    c.price_per_gpu_hour = t.price;
+    c.capacity_bytes = t.cluster.device.memory_bytes;
+    choose(c, t, r, results[i]);
     report.clusters.push_back(std::move(c));
   }
   for (size_t i = 0; i < report.clusters.size(); ++i) {

@@ -1,35 +1,27 @@
-// Capacity planning (`pipetwin capacity`): which cluster of a
-// priced catalog trains a model fastest, and which cheapest?
+// Capacity planning (`pipetwin capacity`): which cluster of a priced catalog trains a model
+// fastest, and which cheapest?
 //
-// For every cluster, the search tries, with the simulator:
-//   GPU count and shape   pipeline length K in {1, 2, 4, ...} up to min(layers, devices) and DP
-//                         width dp in {1, 2, 4, ...} with K x dp <= devices and dp dividing the
-//                         global batch (powers of two: how clusters of 8 and 16 GPUs split);
-//   schedule              each of `schedules` (default the synchronous ones users pick: gpipe,
-//                         1f1b, interleaved-1f1b with v = 2 model chunks per device, zb-h1,
-//                         zb-h2, zbv and dualpipev; the asynchronous ones change what is trained,
-//                         not only how fast), each with its virtual stages (sim/planner.hpp:
-//                         v x K stages in the schedule's layout) and only the M it accepts
-//                         (schedule_refusal: zbv M >= 2K - 1, dualpipev M >= 2K, interleaved
-//                         M a multiple of K); at K = 1 (no pipeline, no bubble to fill) the
-//                         virtual-stage and split-backward schedules only when nothing else is
-//                         asked for;
-//   M                     every M in [1, 6K] dividing the per-replica batch — AutoPipe's range
-//                         [K, 6K] (PipeTransformer Section 3.2) widened down to 1 as
-//                         sim/planner.hpp does;
-//   checkpointing         none, and except_last only for a (K, dp, schedule) where no M fits
-//                         without it (recomputation only ever costs time, so it is a way to fit,
-//                         never a way to go faster).
-// Each candidate's memory is walked first; only candidates that fit are simulated.
+// For every cluster the search covers what `pipetwin plan` accepts (studies/capacity_space.hpp):
+// pipeline length K from 1 to the device count, data-parallel width dp (K x dp <= devices, dp
+// dividing the global batch), every M from K up to the per-replica batch (micro-batch 1) that the
+// schedule accepts, the checkpoint modes (none, except_last, always), the memory-aware
+// partitioners (default optimal and balance-time, balance-size on request: they return a partition
+// that fits where one exists, docs/partition-memory.md), the schedules (default the synchronous
+// ones users pick: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv and dualpipev; the asynchronous
+// ones change what is trained, not only how fast) and their virtual stages (interleaved-1f1b with 2
+// and, where the model has 4K layers, 4 chunks per device; zbv and dualpipev their V of 2). Each
+// layout is planned memory-aware and simulated; lower bounds on memory and time skip the layouts
+// that cannot fit or cannot win (studies/capacity_search.hpp, studies/capacity_bounds.hpp), so
+// the answer is the exhaustive search's (tests/capacity_property_test.cpp checks that).
 //
-// For a cluster it reports whether any plan fits — if none does, the closest miss: the device
-// that runs out, what it needs, what it has, by how much — and two plans: the fastest (least
-// time for the requested samples; within `budget` when one is given) and the cheapest (least
-// cost; ties go to the faster). Time per epoch = ceil(samples / batch) optimizer steps x the
-// simulated iteration time; total time = epochs x that; cost = total hours x GPUs used x price
-// per GPU-hour. Charging only the GPUs a plan uses assumes GPUs can be rented in those counts
-// (1/2/4/8-GPU instances); a user renting whole nodes edits the price to node price / GPUs.
-// Clusters are ranked by the fastest plan's time and by the cheapest plan's cost.
+// For a cluster it reports whether any plan fits — if none does, the leanest layout tried, the
+// memory that runs out, what it needs, what it has — and two plans: the fastest (least time for
+// the requested samples; within `budget` when one is given) and the cheapest (least cost; ties go
+// to the faster). Time per epoch = ceil(samples / batch) optimizer steps x the simulated iteration
+// time; total time = epochs x that; cost = total hours x GPUs used x price per GPU-hour. Charging
+// only the GPUs a plan uses assumes GPUs can be rented in those counts (1/2/4/8-GPU instances); a
+// user renting whole nodes edits the price to node price / GPUs. Clusters are ranked by the
+// fastest plan's time and by the cheapest plan's cost.
 //
 // Prices come from hardware/prices.json ("pipetwin.prices" v1), not from the cluster files: the
 // cluster format states hardware facts and is validated strictly, while prices are the user's
@@ -44,9 +36,11 @@
 #include <vector>
 
 #include "core/cluster.hpp"
-#include "profiles/model_source.hpp"
+#include "core/framework.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/schedule.hpp"
+#include "profiles/model_source.hpp"
+#include "studies/capacity_search.hpp"
 
 namespace pipetwin::sim {
 
@@ -63,6 +57,10 @@ std::string default_prices_path(const Catalog& catalog);  // <catalog>/prices.js
 
 // gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zbv, dualpipev.
 std::vector<std::string> default_capacity_schedules();
+// optimal and balance-time: contiguous partitioners that take memory into account, the cost
+// model's min-max and torchgpipe's balance by time (balance-size, pipedream-dp, mixed-pipe and
+// metis can be asked for; the last three simulate candidates themselves).
+std::vector<std::string> default_capacity_partitioners();
 
 struct CapacityRequest {
   std::string model;
@@ -75,9 +73,12 @@ struct CapacityRequest {
   double samples = 0;                 // samples per epoch
   double epochs = 1;
   std::vector<std::string> schedules = default_capacity_schedules();
-  std::string partitioner = "balance-time";
-  double budget = 0;  // most the fastest plan may cost; 0: no limit
-  int jobs = 0;       // worker threads; 0: hardware concurrency
+  std::vector<std::string> partitioners = default_capacity_partitioners();
+  std::vector<Checkpoint> checkpoints = {Checkpoint::kNone, Checkpoint::kExceptLast,
+                                         Checkpoint::kAlways};
+  double budget = 0;      // most the fastest plan may cost; 0: no limit
+  int jobs = 0;           // worker threads; 0: hardware concurrency
+  Framework framework{};  // the framework's overheads every plan carries (core/framework.hpp)
 };
 
 struct CapacityChoice {
@@ -99,11 +100,14 @@ struct ClusterCapacity {
   double price_per_gpu_hour = 0;
   bool fits = false;
   double capacity_bytes = 0;  // memory of one device
-  // The closest miss when nothing fits.
+  // When nothing fits: the leanest layout tried (its plan, found memory-aware on the least
+  // memory it fits), the memory that runs out, what it needs and by how much it is over.
+  bool has_leanest = false;
+  Plan leanest;
   std::string oom_device;
   double need_bytes = 0, over_bytes = 0;
-  std::string note;  // why there is no plan (or none within budget)
-  int candidates = 0;
+  std::string note;     // why there is no plan (or none within budget)
+  SearchCounts search;  // what became of the cluster's layouts
   CapacityChoice fastest, cheapest;
 };
 

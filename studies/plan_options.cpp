@@ -81,6 +81,11 @@ std::vector<PlanOptionSpec> make_specs() {
        "mini-batches a simulation runs (default: the schedule's); plan writes it into the plan "
        "for simulate and run",
        &O::iterations, K::kText, false},
+      {"--framework",
+       "framework file (pipetwin calibrate --runs): its per-iteration, per-micro-batch and "
+       "per-layer overheads and compute / communication scales added to the profile's times "
+       "(default: none)",
+       &O::framework, K::kPath, false},
   };
 }
 
@@ -139,7 +144,12 @@ PlanRequest PlanOptions::request(const Catalog& catalog) const {
           .dp = dp,
           .checkpoint = checkpoint_kind(),
           .frozen_layers = frozen,
-          .iterations = iterations};
+          .iterations = iterations,
+          .framework = framework_terms()};
+}
+
+Framework PlanOptions::framework_terms() const {
+  return framework.empty() ? Framework{} : load_framework(framework);
 }
 
 PointConfig PlanOptions::point_config(int micro_batch, double alpha) const {

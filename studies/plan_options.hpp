@@ -2,7 +2,7 @@
 // Python API (python/bindings/plan_options.hpp): the model and where it runs (--model, --profile,
 // --cluster, --catalog, --dtype, --optimizer) and the plan's choices (-K, --schedule,
 // --virtual-stages, -B, -M, --partitioner, --dp, --checkpoint-mode, --checkpoint, --frozen,
-// --iterations).
+// --iterations) and the framework whose overheads the simulator adds (--framework).
 //
 // Each option has one entry in plan_option_specs() (sim/option_table.hpp): its names, its help
 // text, the kind of value it takes and the field of PlanOptions it sets, whose initial value is
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/framework.hpp"
 #include "core/schedule/schedule.hpp"
 #include "profiles/model_source.hpp"
 #include "sim/elastic_options.hpp"
@@ -51,6 +52,7 @@ enum class PlanOption : uint8_t {
   kCheckpoint,
   kFrozen,
   kIterations,
+  kFramework,
 };
 
 struct PlanOptions {
@@ -67,14 +69,16 @@ struct PlanOptions {
   std::string checkpoint_mode;  // none, except_last or always; "": none, or --checkpoint's
   bool checkpoint = false;      // --checkpoint: except_last
   int frozen = 0;
-  int iterations = 0;  // 0: the schedule's
+  int iterations = 0;     // 0: the schedule's
+  std::string framework;  // a framework file (core/framework.hpp); "": none
 
   // The options as values; each throws an InputError naming the flag and the value.
   int chunk_count() const;          // 0 for auto
   int virtual_stage_count() const;  // 0 for auto
   Checkpoint checkpoint_kind() const;
-  void check_precision() const;      // --dtype and --optimizer name known ones
-  ResolveOptions precision() const;  // --dtype and --optimizer
+  void check_precision() const;       // --dtype and --optimizer name known ones
+  ResolveOptions precision() const;   // --dtype and --optimizer
+  Framework framework_terms() const;  // --framework's file; the identity without one
   // The request `plan` makes: the cluster loaded from `catalog`, the profile resolved for its
   // device (profiles/model_source.hpp), every choice as the options say.
   PlanRequest request(const Catalog& catalog) const;

@@ -1,8 +1,10 @@
-// Capacity planning (studies/capacity.hpp): ranking by time and by cost on a hand-checkable catalog, the GPU
-// count search, the closest miss when nothing fits, the budget, and broken price catalogs.
+// Capacity planning (studies/capacity.hpp): ranking by time and by cost on a hand-checkable
+// catalog, the GPU count search, the checkpoint modes and memory-aware partitions that make a model
+// fit, the leanest plan when nothing fits, the budget, and broken price catalogs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "capacity_test_util.hpp"
 #include "studies/capacity.hpp"
 #include "test_util.hpp"
 
@@ -12,56 +14,9 @@ namespace {
 using test::input_error;
 using test::TempDir;
 using test::write_text;
+using test_capacity::Catalogue;
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-
-std::string cluster_json(const std::string& name, int devices, double speed) {
-  return fmt::format(
-      R"({{"format": "pipetwin.cluster", "version": 1, "name": "{}", "device": "test-gpu",
-    "devices_per_node": {}, "intra_node_link": "slow-start", "relative_speed": {}}})",
-      name, devices, speed);
-}
-
-// One device type (1 GiB); a link with 1 ms latency, so data parallelism and pipelining cost
-// something. Clusters: one device at speed 1, 2 and 4, and two devices at speed 1.
-struct Catalogue {
-  explicit Catalogue(const TempDir& dir) : root(dir.file("hw")) {
-    std::filesystem::create_directories(root + "/clusters");
-    write_text(root + "/devices.json", R"({"format": "pipetwin.devices", "version": 1, "devices": [
-      {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
-       "peak_flops": {"float32": 1e14}}]})");
-    write_text(root + "/links.json", R"({"format": "pipetwin.links", "version": 1, "links": [
-      {"name": "slow-start", "bandwidth": 1e12, "latency": 1e-3}]})");
-    write_text(root + "/clusters/slow1.json", cluster_json("slow1", 1, 1));
-    write_text(root + "/clusters/fast2.json", cluster_json("fast2", 1, 2));
-    write_text(root + "/clusters/fast4.json", cluster_json("fast4", 1, 4));
-    write_text(root + "/clusters/pair.json", cluster_json("pair", 2, 1));
-    // Two stream sets of one GPU: they share its compute and its 1 GiB (core/memory_pools.hpp).
-    write_text(root + "/clusters/streams.json", R"({"format": "pipetwin.cluster", "version": 1,
-      "name": "streams", "devices_per_node": 2, "intra_node_link": "slow-start",
-      "device": {"name": "test-gpu", "memory_bytes": 1073741824, "memory_bandwidth": 1e12,
-                 "peak_flops": {"float32": 1e14}, "core_sharing": 2, "shares_memory": true}})");
-    write_text(root + "/prices.json", R"({"format": "pipetwin.prices", "version": 1,
-      "note": "example prices, edit them", "prices": [
-      {"cluster": "slow1", "price_per_gpu_hour": 2}, {"cluster": "fast2", "price_per_gpu_hour": 5},
-      {"cluster": "fast4", "price_per_gpu_hour": 12}, {"cluster": "pair", "price_per_gpu_hour": 2},
-      {"cluster": "streams", "price_per_gpu_hour": 2}]})");
-    catalog = Catalog::load(root);
-  }
-  CapacityRequest request(const std::string& model, std::vector<std::string> clusters) const {
-    CapacityRequest r;
-    r.model = model;
-    r.catalog = &catalog;
-    r.prices = load_prices(default_prices_path(catalog), catalog);
-    r.clusters = std::move(clusters);
-    r.batch = 8;
-    r.samples = 8000;  // 1000 optimizer steps per epoch
-    r.jobs = 2;
-    return r;
-  }
-  std::string root;
-  Catalog catalog;
-};
 
 // One layer on one device: an iteration is batch x (f + b) / speed = 8 x 3 ms / speed whatever
 // the schedule and M. 1000 steps: 24 s / speed; cost = hours x 1 GPU x price:
@@ -86,6 +41,27 @@ TEST(Capacity, RanksByTimeAndByCost) {
   EXPECT_EQ(r.by_cost, (std::vector<size_t>{0, 1, 2}));  // slow1, fast2, fast4
 }
 
+// A framework file (core/framework.hpp) reaches every plan capacity simulates, and the bounds
+// stay lower bounds under it: on one device, compute_scale 2 doubles the 24 ms / speed of
+// RanksByTimeAndByCost and iteration_s adds 5 ms to the (otherwise free) optimizer step.
+TEST(Capacity, AppliesTheFrameworkToEveryPlan) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  CapacityRequest q = cat.request("uniform:layers=1,fwd_ms=1,bwd_ms=2", {"slow1", "fast4"});
+  q.framework.name = "test";
+  q.framework.compute_scale = 2;
+  q.framework.iteration_s = 0.005;
+  const CapacityReport r = plan_capacity(q);
+  const double seconds[] = {0.048 + 0.005, 0.012 + 0.005};
+  for (size_t i = 0; i < 2; ++i) {
+    const ClusterCapacity& c = r.clusters.at(i);
+    ASSERT_TRUE(c.fastest.found) << c.cluster;
+    EXPECT_NEAR(c.fastest.iteration_time_s, seconds[i], 1e-12) << c.cluster;
+    EXPECT_EQ(c.fastest.plan.framework.compute_scale, 2);
+    EXPECT_EQ(c.fastest.plan.framework.iteration_s, 0.005);
+  }
+}
+
 // Two layers, two devices: one GPU takes 8 x 2 x 3 ms = 48 ms; dp = 2 halves the compute (24 ms)
 // and adds an all-reduce; K = 2 pays (M + 1) stage slots plus 1 ms per transfer. Fastest: dp = 2
 // on both GPUs; cheapest: one GPU (48 ms x 1 < (24 ms + all-reduce) x 2).
@@ -106,8 +82,16 @@ TEST(Capacity, SearchesGpuCountPipelineAndDataParallelism) {
   EXPECT_EQ(c.cheapest.gpus, 1);
   EXPECT_NEAR(c.cheapest.iteration_time_s, 0.048, 1e-12);
   EXPECT_LT(c.cheapest.cost, c.fastest.cost);
-  // K x dp <= 2 and dp | 8: (1,1), (1,2), (2,1) x two schedules, M dividing the replica batch.
-  EXPECT_GT(c.candidates, 6);
+  // K x dp <= 2 and dp | 8: (1,1), (1,2), (2,1) x two schedules x the two default partitioners
+  // (optimal, balance-time) x three checkpoint modes x the M from K dividing the replica batch
+  // (1, 2, 4, 8; 1, 2, 4; 2, 4, 8): (4 + 3 + 3) x 12 layouts, each skipped by a bound, refused or
+  // simulated.
+  EXPECT_EQ(default_capacity_partitioners(), (std::vector<std::string>{"optimal", "balance-time"}));
+  const SearchCounts& n = c.search;
+  EXPECT_EQ(n.layouts, 120);
+  EXPECT_EQ(n.memory_bound + n.time_bound + n.no_fit + n.refused + n.simulated, n.layouts);
+  EXPECT_GT(n.simulated, 0);
+  EXPECT_LT(n.simulated, n.layouts / 2);  // the bounds skip most
 }
 
 // The default search includes the zero-bubble and virtual-stage schedules. On the pair above,
@@ -174,10 +158,17 @@ TEST(Capacity, NamesTheDeviceThatRunsOutAndByHowMuch) {
   EXPECT_DOUBLE_EQ(r.clusters[0].over_bytes, 4 * kGiB);
   EXPECT_DOUBLE_EQ(r.clusters[0].need_bytes, 5 * kGiB);
   EXPECT_DOUBLE_EQ(r.clusters[1].over_bytes, 2 * kGiB);
+  EXPECT_NE(r.clusters[0].note.find("does not fit: the leanest plan tried (K=1 dp=1 M=8 "),
+            std::string::npos)
+      << r.clusters[0].note;
   EXPECT_NE(r.clusters[0].note.find(
-                "does not fit: at best device 0 (test-gpu #0) needs 5.00 GiB, it has 1.00 GiB "
-                "(over by 4.00 GiB)"),
-            std::string::npos);
+                "needs 5.00 GiB on device 0 (test-gpu #0), it has 1.00 GiB (over by 4.00 GiB)"),
+            std::string::npos)
+      << r.clusters[0].note;
+  // The leanest of the pair is a pipeline over both devices, checkpointed.
+  ASSERT_TRUE(r.clusters[1].has_leanest);
+  EXPECT_EQ(r.clusters[1].leanest.devices_per_replica(), 2);
+  EXPECT_EQ(r.clusters[1].leanest.checkpoint, Checkpoint::kAlways);
   EXPECT_TRUE(r.by_time.empty());
   EXPECT_TRUE(r.by_cost.empty());
 }

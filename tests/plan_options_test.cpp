@@ -48,8 +48,9 @@ TEST(OptionTables, KeywordsOfTheVerbs) {
   EXPECT_THAT(keywords(sweep_option_specs()),
               ElementsAre("grid", "micro_batch", "alpha", "samples", "epochs", "jobs", "shard",
                           "limit", "top", "output"));
-  EXPECT_THAT(keywords(simulate_option_specs()), ElementsAre("plan", "iterations", "schedule_file",
-                                                             "timeline", "metrics", "max_actions"));
+  EXPECT_THAT(keywords(simulate_option_specs()),
+              ElementsAre("plan", "iterations", "schedule_file", "timeline", "metrics",
+                          "max_actions", "framework"));
   const auto elastic = keywords(elastic_option_specs());
   EXPECT_EQ(elastic.size(), 28u);
   EXPECT_EQ(std::set<std::string>(elastic.begin(), elastic.end()).size(), elastic.size());

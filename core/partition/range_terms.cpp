@@ -3,6 +3,7 @@
 #include "core/partition/range_terms.hpp"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -156,26 +157,27 @@ bool HeldCounts::covers(const HeldCounts& o) const {
          stashed >= o.stashed && received_in >= o.received_in && received_out >= o.received_out;
 }
 
+namespace {
+
+// The working bytes of each pass, indexed by WalkPass.
+std::array<double, 4> working_of(const StageBytes& b) {
+  std::array<double, 4> w{};
+  w[static_cast<size_t>(WalkPass::kForward)] = b.forward_ws;
+  w[static_cast<size_t>(WalkPass::kForwardNoGrad)] = b.forward_nograd_ws;
+  w[static_cast<size_t>(WalkPass::kBackward)] = b.backward_ws;
+  return w;
+}
+
+}  // namespace
+
 double HeldCounts::bytes(const StageBytes& b) const {
-  double working = 0;
-  switch (pass) {
-    case kForward:
-      working = b.forward_ws;
-      break;
-    case kForwardNoGrad:
-      working = b.forward_nograd_ws;
-      break;
-    case kBackward:
-      working = b.backward_ws;
-      break;
-    case kIdle:
-      break;
-  }
-  return inputs * b.input + graphs * b.saved + stashed * b.param + received_in * b.received_in +
-         received_out * b.received_out + working;
+  return bytes(b, working_of(b)[static_cast<size_t>(pass)]);
 }
 
 void HeldSet::add(const HeldCounts& c) {
+  if (has_last_ && last_.covers(c)) return;
+  last_ = c;
+  has_last_ = true;
   for (const HeldCounts& p : points_) {
     if (p.covers(c)) return;
   }
@@ -189,8 +191,11 @@ void HeldSet::merge(const HeldSet& other) {
 
 double HeldSet::bytes(const StageBytes& b) const {
   if (points_.empty()) return kInf;
+  const std::array<double, 4> working = working_of(b);
   double most = 0;
-  for (const HeldCounts& c : points_) most = std::max(most, c.bytes(b));
+  for (const HeldCounts& c : points_) {
+    most = std::max(most, c.bytes(b, working[static_cast<size_t>(c.pass)]));
+  }
   return b.static_bytes + most;
 }
 
@@ -207,6 +212,8 @@ void DeviceHeldSet::add(const DeviceCounts& c) {
     }
     return true;
   };
+  if (!last_.empty() && covers(last_, c)) return;
+  last_ = c;
   for (const DeviceCounts& p : points_) {
     if (covers(p, c)) return;
   }
@@ -292,8 +299,24 @@ class CountTally {
 StageMemory::StageMemory(Options options) : options_(std::move(options)) {}
 
 const StageMemory::Walked& StageMemory::walk(int K) const {
+  auto find = [&]() -> const Walked* {
+    for (const Walked* w = walked_.load(std::memory_order_acquire); w != nullptr; w = w->next) {
+      if (w->length == K) return w;
+    }
+    return nullptr;
+  };
+  if (const Walked* w = find()) return *w;
   const std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = by_length_.find(K); it != by_length_.end()) return it->second;
+  if (const Walked* w = find()) return *w;  // made while this thread waited
+  auto made = std::make_unique<Walked>(make_walk(K));
+  made->next = walked_.load(std::memory_order_relaxed);
+  const Walked* out = made.get();
+  owned_.push_back(std::move(made));
+  walked_.store(out, std::memory_order_release);
+  return *out;
+}
+
+StageMemory::Walked StageMemory::make_walk(int K) const {
   const int v = options_.virtual_stages;
   if (v < 1 || K % v != 0) {
     throw std::invalid_argument("StageMemory: " + std::to_string(K) + " stages are not " +
@@ -315,6 +338,7 @@ const StageMemory::Walked& StageMemory::walk(int K) const {
                             "schedule " + options_.schedule, /*check_progress=*/false);
   const Liveness lv(cs);
   Walked w;
+  w.length = K;
   w.stages.resize(static_cast<size_t>(K));
   const int devices = shape.devices_per_replica;
   if (v > 1) w.devices.resize(static_cast<size_t>(devices));
@@ -324,7 +348,7 @@ const StageMemory::Walked& StageMemory::walk(int K) const {
     w.device_stages.push_back(shape.stages_on(d));
   }
   for (const HeldSet& h : w.stages) w.any.merge(h);
-  return by_length_.emplace(K, std::move(w)).first->second;
+  return w;
 }
 
 const HeldSet& StageMemory::held(int k, int K) const {

@@ -34,12 +34,13 @@
 // The walk is memory.hpp's own (core/memory_walk.hpp, templated over what it counts): here it
 // counts, there it adds bytes; the equality test checks that the prices agree.
 //
-// Thread-safety: bytes() and held() may be called concurrently; the walk of a pipeline length
-// is made once, under a mutex, on first use.
+// Thread-safety: every const member may be called concurrently. The walk of a pipeline length is
+// made once, under a mutex, on first use, and then published, immutable, in a list whose readers
+// take no lock (the partitioners price stages through held() millions of times).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,14 +70,20 @@ struct HeldCounts {
   using Pass = WalkPass;
   using enum WalkPass;
   int32_t inputs = 0, graphs = 0, stashed = 0, received_in = 0, received_out = 0;
-  Pass pass = kIdle;                        // the pass running (its working memory counts)
-  bool covers(const HeldCounts& o) const;   // at least o's bytes for any factors
+  Pass pass = kIdle;                       // the pass running (its working memory counts)
+  bool covers(const HeldCounts& o) const;  // at least o's bytes for any factors
+  // Without static bytes; the running pass's working memory is `working`.
+  double bytes(const StageBytes& b, double working) const {
+    return inputs * b.input + graphs * b.saved + stashed * b.param + received_in * b.received_in +
+           received_out * b.received_out + working;
+  }
   double bytes(const StageBytes& b) const;  // without static bytes
 };
 
 // Pareto-maximal observation points.
 class HeldSet {
  public:
+  // Keeps c unless a kept point covers it; drops the points c covers.
   void add(const HeldCounts& c);
   void merge(const HeldSet& other);
   bool empty() const { return points_.empty(); }
@@ -87,6 +94,11 @@ class HeldSet {
 
  private:
   std::vector<HeldCounts> points_;
+  // The last point add() was given. Every point given stays covered by a kept one (a kept point
+  // leaves only for one that covers it), so a point the last one covers is skipped at once: the
+  // walk observes mostly what it observed a moment before.
+  HeldCounts last_;
+  bool has_last_ = false;
 };
 
 // What one device hosting several stages holds at an observation point: the counts of each of its
@@ -104,6 +116,7 @@ class DeviceHeldSet {
 
  private:
   std::vector<DeviceCounts> points_;
+  DeviceCounts last_;  // the last point add() was given, as HeldSet's
 };
 
 class StageMemory {
@@ -137,16 +150,24 @@ class StageMemory {
 
  private:
   struct Walked {
+    int length = 0;                               // K
     std::vector<HeldSet> stages;                  // per stage
     HeldSet any;                                  // every stage's points
     std::vector<std::vector<int>> device_stages;  // per device, ascending
     std::vector<DeviceHeldSet> devices;           // per device, when virtual_stages > 1
+    const Walked* next = nullptr;                 // the walk published before this one
   };
   const Walked& walk(int K) const;
+  Walked make_walk(int K) const;
 
   Options options_;
+  // The walks made so far, one per pipeline length: `walked_` is the last published, each links
+  // to the one before. A walk is complete and never changes once published (release store,
+  // acquire load), so readers follow the list without a lock; `mutex_` serialises the making and
+  // guards `owned_`, which owns the walks until the StageMemory dies.
+  mutable std::atomic<const Walked*> walked_{nullptr};
   mutable std::mutex mutex_;
-  mutable std::map<int, Walked> by_length_;  // K -> its walk
+  mutable std::vector<std::unique_ptr<Walked>> owned_;
 };
 
 // The factors of a stage from its cost and the bytes it receives per micro-batch.

@@ -114,6 +114,7 @@ sim::CapacityReport run(const CapacityCall& a) {
   }
   q.budget = a.budget;
   q.jobs = a.jobs;
+  q.framework = f.framework_terms();
   return sim::plan_capacity(q);
 }
 
@@ -122,9 +123,10 @@ py::list capacity_verb(const py::kwargs& kwargs) {
   CapacityCall a;
   a.batch_given = o.has("batch");
   using P = sim::PlanOption;  // the plan options `pipetwin capacity` takes
-  bind_plan_flags(o, a.flags,
-                  {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch});
-  a.partitioners = {"optimal", "balance-time", "balance-size"};
+  bind_plan_flags(
+      o, a.flags,
+      {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch, P::kFramework});
+  a.partitioners = sim::default_capacity_partitioners();
   o.words("partitioner", a.partitioners);
   a.samples_given = o.has("samples");
   o.real("samples", a.samples);

@@ -48,6 +48,7 @@ class ActionLimit {
 sim::SimResult run_simulate(SimulateCall& c) {
   if (!c.profile.empty())
     c.plan = sim::reprice(std::move(c.plan), load_profile(c.profile), c.profile);
+  c.plan = c.options.with_framework(std::move(c.plan));
   return c.options.run(PlanContext(c.plan, c.options.iterations), c.origin);
 }
 
@@ -64,7 +65,7 @@ void take_plan(py::handle value, SimulateCall& c) {
 py::dict simulate_plan_call(const py::object& plan, Options& o) {
   SimulateCall c;
   using S = sim::SimulateOption;  // --plan is the plan argument, --max-actions the verb's
-  for (S option : {S::kIterations, S::kScheduleFile, S::kTimeline, S::kMetrics})
+  for (S option : {S::kIterations, S::kScheduleFile, S::kTimeline, S::kMetrics, S::kFramework})
     bind_option_spec(o, c.options, sim::simulate_option_spec(option));
   o.path("profile", c.profile);
   o.finish();

@@ -201,6 +201,7 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
   r.checkpoint = c.checkpoint;
   r.frozen_layers = c.frozen;
   r.iterations = inputs_.iterations;
+  r.framework = inputs_.framework;
   return evaluate_request(r, inputs_.iterations, true);
 }
 

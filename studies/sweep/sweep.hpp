@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
+#include "core/framework.hpp"
 #include "profiles/model_source.hpp"
 #include "core/profile.hpp"
 #include "studies/sweep/csv.hpp"
@@ -52,6 +53,9 @@ struct SweepInputs {
   int iterations = 0;        // mini-batches simulated per point; 0: schedule default
   long samples = 0;          // elastic points (alpha): samples per epoch
   int epochs = 1;            // elastic points: epochs
+  // --framework (core/framework.hpp): added to every planned point (not to elastic runs); the
+  // identity: none.
+  Framework framework{};
 };
 
 class Sweep {

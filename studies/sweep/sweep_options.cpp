@@ -17,7 +17,8 @@ SweepInputs SweepOptions::inputs() const {
           .catalog_dir = plan.catalog,
           .iterations = plan.iterations,
           .samples = samples,
-          .epochs = epochs};
+          .epochs = epochs,
+          .framework = plan.framework.empty() ? Framework{} : load_framework(plan.framework)};
 }
 
 RunOptions SweepOptions::run_options() const {

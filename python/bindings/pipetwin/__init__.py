@@ -64,6 +64,7 @@ def plan(**options):
     schedule ("gpipe", or "auto": the fastest schedule that fits), virtual_stages ("auto" or an
     int), batch (B, 8), chunks (M: an int or "auto"), partitioner ("uniform"), dp (1),
     checkpoint_mode ("none", "except_last", "always"), checkpoint (bool), frozen (0), iterations,
+    framework (a framework file: its overheads added to the plan's times, docs/framework-fit.md),
     schedules (schedule="auto"'s candidates: a list or "a,b"), allow_oom (bool), output (also
     write the plan JSON there).
     """
@@ -162,8 +163,9 @@ def simulate(plan=None, **options):
     ``plan`` is a :class:`Plan` or the path of a plan JSON (--plan). Keywords: iterations,
     schedule_file, timeline (also write the Chrome trace there), metrics (also write the metrics
     JSON there), profile (reprice the plan's layers with this profile of the same model),
-    max_actions. With ``elastic=True`` (and no plan) it replays a PipeTransformer training run
-    and returns an :class:`ElasticSimulation`; keywords as ``pipetwin simulate --elastic``: model,
+    framework (a framework file whose overheads replace the plan's), max_actions. With
+    ``elastic=True`` (and no plan) it replays a PipeTransformer training run and returns an
+    :class:`ElasticSimulation`; keywords as ``pipetwin simulate --elastic``: model,
     profile, cluster, catalog, stages, batch, epochs, samples, freeze_trace, alpha, freeze_every,
     freeze_unit, checkpoint_mode, lambda_frozen, no_autopipe, no_autodp, no_autocache,
     breakdown, cache_memory, host_bandwidth, disk_bandwidth, transition_overheads,
@@ -192,11 +194,12 @@ def sweep(grid=None, **options):
     ``grid`` is --grid ("stages=1,2,4;chunks=auto,4:32:4;schedule=gpipe,1f1b"). Keywords: the
     plan's (model, profile, cluster, catalog, dtype, optimizer, stages, schedule,
     virtual_stages, batch, chunks, partitioner, dp, checkpoint_mode, checkpoint, frozen,
-    iterations: every point's value of a field the grid does not vary) and micro_batch, alpha,
-    samples, epochs, jobs (threads; default all cores), shard ("i/n"), limit, top, output (the
-    CSV: appended to and resumed if it exists, with the best ``top`` points written beside it;
-    default a temporary file). The DataFrame's ``attrs`` say whether the sweep is complete and
-    how many points it computed and resumed. Ctrl-C stops after the points in flight.
+    iterations, framework: every point's value of a field the grid does not vary) and
+    micro_batch, alpha, samples, epochs, jobs (threads; default all cores), shard ("i/n"), limit,
+    top, output (the CSV: appended to and resumed if it exists, with the best ``top`` points
+    written beside it; default a temporary file). The DataFrame's ``attrs`` say whether the
+    sweep is complete and how many points it computed and resumed. Ctrl-C stops after the points
+    in flight.
     """
     if grid is not None:
         options["grid"] = grid
