@@ -59,18 +59,6 @@ int virtual_stages(const Plan& p) {
   return p.num_stages() / p.devices_per_replica();
 }
 
-// Comma-separated names.
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    if (comma > at) out.push_back(text.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 std::string money(double v, const std::string& currency) {
   return fmt::format("{:.2f} {}", v, currency);
 }
@@ -224,7 +212,7 @@ void run_capacity(const CapacityArgs& a) {
   q.samples = a.samples;
   q.epochs = a.epochs;
   q.schedules = a.schedules;
-  q.partitioners = split_list(f.partitioner);
+  q.partitioners = sim::split_commas(f.partitioner);
   q.checkpoints.clear();
   for (const auto& mode : a.checkpoint_modes) q.checkpoints.push_back(parse_checkpoint_mode(mode));
   q.budget = a.budget;

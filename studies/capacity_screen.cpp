@@ -52,16 +52,8 @@ bool is_chain(const CostModel& cost) {
 // The byte factors of one stage (core/partition/partitioner.cpp prices stages so).
 StageBytes bytes_of(const CostModel& cost, std::vector<int> layers, double micro_batch) {
   std::sort(layers.begin(), layers.end());
-  std::vector<char> in_stage(static_cast<size_t>(cost.num_layers()), 0);
-  for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
-  double in = 0, out = 0;
-  for (const auto& e : cost.graph().edges()) {
-    const bool from = in_stage[static_cast<size_t>(e.from)],
-               to = in_stage[static_cast<size_t>(e.to)];
-    if (!from && to) in += e.bytes_per_sample;
-    if (from && !to) out += e.bytes_per_sample;
-  }
-  return stage_bytes(cost.stage_cost(layers, micro_batch), in * micro_batch, out * micro_batch);
+  const CrossingBytes x = crossing_bytes_per_sample(cost, layers);
+  return stage_bytes(cost.stage_cost(layers, micro_batch), x.in * micro_batch, x.out * micro_batch);
 }
 
 // Whether the plan the partition makes fits every memory: each device's peak, its stages priced

@@ -57,30 +57,31 @@ struct Row {
     if (v.empty()) throw InputError(fmt::format("{}: empty (a value is required)", where(c)));
     return v;
   }
+  // All of `v` read by `parse` (std::stoi or std::stod); "expected `what`" naming the cell if not.
+  template <class Parse>
+  auto number(Col c, const std::string& v, Parse parse, const char* what) const {
+    try {
+      size_t used = 0;
+      const auto out = parse(v, &used);
+      if (used == v.size()) return out;
+    } catch (const std::exception&) {
+    }
+    throw InputError(fmt::format("{}: expected {}, got \"{}\"", where(c), what, v));
+  }
   int positive(Col c, bool optional = false) const {
     const std::string v = optional ? text(c) : required(c);
     if (v.empty()) return 0;
-    int out = 0;
-    try {
-      size_t used = 0;
-      out = std::stoi(v, &used);
-      if (used != v.size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("{}: expected a positive integer, got \"{}\"", where(c), v));
-    }
+    const int out = number(
+        c, v, [](const std::string& s, size_t* used) { return std::stoi(s, used); },
+        "a positive integer");
     if (out < 1) throw InputError(fmt::format("{}: must be positive, got {}", where(c), out));
     return out;
   }
   double milliseconds(Col c) const {
     const std::string v = required(c);
-    double out = 0;
-    try {
-      size_t used = 0;
-      out = std::stod(v, &used);
-      if (used != v.size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("{}: expected a time in milliseconds, got \"{}\"", where(c), v));
-    }
+    const double out = number(
+        c, v, [](const std::string& s, size_t* used) { return std::stod(s, used); },
+        "a time in milliseconds");
     if (!(out > 0) || !std::isfinite(out))
       throw InputError(fmt::format("{}: must be a positive time, got {}", where(c), v));
     return out;

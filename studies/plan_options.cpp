@@ -148,6 +148,17 @@ PlanRequest PlanOptions::request(const Catalog& catalog) const {
           .framework = framework_terms()};
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 Framework PlanOptions::framework_terms() const {
   return framework.empty() ? Framework{} : load_framework(framework);
 }

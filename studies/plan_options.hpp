@@ -87,6 +87,9 @@ struct PlanOptions {
   PointConfig point_config(int micro_batch, double alpha) const;
 };
 
+// A list option's text split at commas, empty parts dropped ("1f1b,zbv" -> {"1f1b", "zbv"}).
+std::vector<std::string> split_commas(const std::string& text);
+
 // The table (sim/option_table.hpp): one entry per PlanOption, in its order.
 using PlanOptionSpec = OptionSpec<PlanOptions>;
 

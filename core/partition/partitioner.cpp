@@ -88,23 +88,26 @@ namespace {
 // The schedule model's peak of `layers` over `held`'s positions.
 double priced_bytes(const PartitionRequest& r, const std::vector<int>& layers,
                     const HeldSet& held) {
-  const CostModel& cm = *r.cost;
-  const StageCost c = cm.stage_cost(layers, r.micro_batch);
-  // The tensors it receives: what crosses into it (from another stage) and out of it, per edge.
-  std::vector<char> in_stage(static_cast<size_t>(cm.num_layers()), 0);
-  for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
-  double in = 0, out = 0;
-  for (const auto& e : cm.graph().edges()) {
-    const bool from = in_stage[static_cast<size_t>(e.from)],
-               to = in_stage[static_cast<size_t>(e.to)];
-    if (!from && to) in += e.bytes_per_sample;
-    if (from && !to) out += e.bytes_per_sample;
-  }
+  const StageCost c = r.cost->stage_cost(layers, r.micro_batch);
+  const CrossingBytes x = crossing_bytes_per_sample(*r.cost, layers);
   const double b = r.micro_batch;
-  return held.bytes(stage_bytes(c, in * b, out * b));
+  return held.bytes(stage_bytes(c, x.in * b, x.out * b));
 }
 
 }  // namespace
+
+CrossingBytes crossing_bytes_per_sample(const CostModel& cost, const std::vector<int>& layers) {
+  std::vector<char> in_stage(static_cast<size_t>(cost.num_layers()), 0);
+  for (int l : layers) in_stage[static_cast<size_t>(l)] = 1;
+  CrossingBytes x;
+  for (const auto& e : cost.graph().edges()) {
+    const bool from = in_stage[static_cast<size_t>(e.from)],
+               to = in_stage[static_cast<size_t>(e.to)];
+    if (!from && to) x.in += e.bytes_per_sample;
+    if (from && !to) x.out += e.bytes_per_sample;
+  }
+  return x;
+}
 
 double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers, int stage,
                           int num_stages) {

@@ -107,6 +107,13 @@ class NoFitError : public InputError {
   std::string where;
 };
 
+// The bytes per sample that cross into `layers` from the other layers (the inputs a stage of them
+// receives) and out of them (the outputs it sends), summed over the model graph's edges.
+struct CrossingBytes {
+  double in = 0, out = 0;
+};
+CrossingBytes crossing_bytes_per_sample(const CostModel& cost, const std::vector<int>& layers);
+
 // Memory one stage needs without a schedule model: static bytes plus `in_flight` micro-batches of
 // activations — the footprint balance-size and metis weigh layers by.
 double stage_memory_bytes(const PartitionRequest& r, const std::vector<int>& layers);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "studies/plan_options.hpp"
+
 namespace pipetwin::python {
 
 namespace {
@@ -14,18 +16,6 @@ std::string type_name(py::handle value) {
 
 bool is_int(py::handle value) {
   return py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value);
-}
-
-// A Python str split at commas, empty parts dropped ("1f1b,zbv" -> {"1f1b", "zbv"}).
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
 }
 
 }  // namespace
@@ -128,7 +118,7 @@ void Options::words(const char* name, std::vector<std::string>& out) {
   const py::object v = take(name);
   if (v.is_none()) return;
   if (py::isinstance<py::str>(v)) {
-    out = split_commas(v.cast<std::string>());
+    out = sim::split_commas(v.cast<std::string>());
     return;
   }
   if (!py::isinstance<py::sequence>(v)) wrong_type(name, "a str or a list of str", v);
