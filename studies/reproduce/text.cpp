@@ -62,8 +62,10 @@ std::string Text::operator()(const TextArgs& args) const {
     }
   }
   fmt::dynamic_format_arg_store<fmt::format_context> store;
-  for (const auto& [name, value] : args.values()) {
-    std::visit([&](const auto& v) { store.push_back(fmt::arg(name.c_str(), v)); }, value);
+  for (const auto& arg : args.values()) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda.
+    const char* name = arg.first.c_str();
+    std::visit([&](const auto& v) { store.push_back(fmt::arg(name, v)); }, arg.second);
   }
   try {
     return fmt::vformat(text, store);
