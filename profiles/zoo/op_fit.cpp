@@ -28,30 +28,6 @@ Sourced measured(double value, const std::string& how, const MicrobenchData& d) 
   return {value, fmt::format("measured on {} by {}: {}", d.machine, kBench, how)};
 }
 
-// Solves a small linear system (Gaussian elimination with partial pivoting).
-bool solve_small(std::vector<std::vector<double>> a, std::vector<double> b,
-                 std::vector<double>& x) {
-  const size_t n = b.size();
-  for (size_t c = 0; c < n; ++c) {
-    size_t piv = c;
-    for (size_t r = c + 1; r < n; ++r) {
-      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-    }
-    if (std::abs(a[piv][c]) < 1e-300) return false;
-    std::swap(a[c], a[piv]);
-    std::swap(b[c], b[piv]);
-    for (size_t r = 0; r < n; ++r) {
-      if (r == c) continue;
-      const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  x.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) x[i] = b[i] / a[i][i];
-  return true;
-}
-
 // The kernels a case times, and the autograd nodes its backward runs.
 struct CaseKernels {
   std::vector<Kernel> kernels;
@@ -215,7 +191,7 @@ std::array<double, 4> fit_conv_terms(const std::vector<ConvSample>& s, bool with
     std::vector<std::vector<double>> m(4, std::vector<double>(4));
     for (size_t r = 0; r < 4; ++r) std::copy(a[r].begin(), a[r].end(), m[r].begin());
     std::vector<double> sol;
-    if (!solve_small(m, std::vector<double>(b.begin(), b.end()), sol)) break;
+    if (!solve_small(m, std::vector<double>(b.begin(), b.end()), sol, 1e-300)) break;
     std::copy(sol.begin(), sol.end(), x.begin());
     for (size_t j = 0; j < s.size(); ++j) {
       const double pred = x[0] + s[j].body * x[1 + static_cast<size_t>(s[j].pass)];
@@ -393,6 +369,29 @@ OpParams fit_op_params(const MicrobenchData& d) {
   fit_attention(d, p);
   p.fit = fit_report(d, p);
   return p;
+}
+
+bool solve_small(std::vector<std::vector<double>> a, std::vector<double> b, std::vector<double>& x,
+                 double singular) {
+  const size_t n = b.size();
+  for (size_t c = 0; c < n; ++c) {
+    size_t piv = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+    }
+    if (std::abs(a[piv][c]) < singular) return false;
+    std::swap(a[c], a[piv]);
+    std::swap(b[c], b[piv]);
+    for (size_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  x.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) x[i] = b[i] / a[i][i];
+  return true;
 }
 
 }  // namespace pipetwin::zoo

@@ -69,6 +69,11 @@ struct MicrobenchData {
 
 OpParams fit_op_params(const MicrobenchData& data);
 
+// Solves a x = b for a small dense system by Gaussian elimination with partial pivoting; false
+// when a pivot's magnitude falls below `singular`. The fit and its validation both use it.
+bool solve_small(std::vector<std::vector<double>> a, std::vector<double> b, std::vector<double>& x,
+                 double singular);
+
 // The fitted model's time for one case (host parts included).
 double predict_case(const BenchCase& c, const OpParams& p, const std::string& dtype);
 

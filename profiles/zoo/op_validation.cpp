@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "profiles/zoo/op_cost.hpp"
+#include "profiles/zoo/op_fit.hpp"
 #include "profiles/zoo/zoo.hpp"
 
 namespace pipetwin::zoo {
@@ -103,29 +104,6 @@ ErrorSummary summary_of(const std::vector<const OpTask*>& tasks, bool held) {
   return s;
 }
 
-// Solves the normal equations of the free scales (Gaussian elimination with pivoting).
-bool solve(std::vector<std::vector<double>> a, std::vector<double> b, std::vector<double>& x) {
-  const size_t n = b.size();
-  for (size_t c = 0; c < n; ++c) {
-    size_t piv = c;
-    for (size_t r = c + 1; r < n; ++r) {
-      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-    }
-    if (std::abs(a[piv][c]) < 1e-12) return false;
-    std::swap(a[c], a[piv]);
-    std::swap(b[c], b[piv]);
-    for (size_t r = 0; r < n; ++r) {
-      if (r == c) continue;
-      const double f = a[r][c] / a[c][c];
-      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  x.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) x[i] = b[i] / a[i][i];
-  return true;
-}
-
 }  // namespace
 
 double OpTask::error() const {
@@ -171,7 +149,7 @@ LayerRefinement fit_refinement(const std::vector<OpTask>& tasks, const std::stri
         for (size_t c = 0; c < idx.size(); ++c) a[r][c] += w * x[idx[r]] * x[idx[c]] / (y * y);
       }
     }
-    if (!solve(a, b, sol)) break;
+    if (!solve_small(a, b, sol, 1e-12)) break;  // the free scales' normal equations
     bool negative = false;
     for (size_t r = 0; r < idx.size(); ++r) {
       value[idx[r]] = sol[r];
