@@ -24,6 +24,7 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "studies/capacity.hpp"
+#include "studies/capacity_options.hpp"
 #include "studies/capacity_space.hpp"
 #include "studies/sweep/csv.hpp"
 
@@ -33,18 +34,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CapacityArgs {
-  PlanFlags flags = [] {
-    PlanFlags f;
+// --partitioner is the plan flag's text, a comma-separated list here.
+struct CapacityArgs : sim::CapacityOptions {
+  CapacityArgs() {
     // A search over many plans: every partitioner that takes memory into account (a list).
-    f.partitioner = fmt::format("{}", fmt::join(sim::default_capacity_partitioners(), ","));
-    return f;
-  }();
-  std::string prices, output;
-  std::vector<std::string> clusters, schedules = sim::default_capacity_schedules();
-  std::vector<std::string> checkpoint_modes = {"none", "except_last", "always"};
-  int jobs = 0;
-  double samples = 0, epochs = 1, budget = 0;
+    flags.partitioner = fmt::format("{}", fmt::join(partitioners, ","));
+  }
+  std::string output;
   bool quiet = false;
 };
 
@@ -200,24 +196,9 @@ void run_capacity(const CapacityArgs& a) {
   const PlanFlags& f = a.flags;
   f.check_precision();
   const Catalog catalog = load_catalog(f.catalog);
-  sim::CapacityRequest q;
-  q.model = f.model;
-  q.profile_path = f.profile;
-  q.precision = f.precision();
-  q.catalog = &catalog;
-  q.prices =
-      sim::load_prices(a.prices.empty() ? sim::default_prices_path(catalog) : a.prices, catalog);
-  q.clusters = a.clusters;
-  q.batch = f.batch;
-  q.samples = a.samples;
-  q.epochs = a.epochs;
-  q.schedules = a.schedules;
-  q.partitioners = sim::split_commas(f.partitioner);
-  q.checkpoints.clear();
-  for (const auto& mode : a.checkpoint_modes) q.checkpoints.push_back(parse_checkpoint_mode(mode));
-  q.budget = a.budget;
-  q.jobs = a.jobs;
-  q.framework = f.framework_terms();
+  sim::CapacityOptions o = a;
+  o.partitioners = sim::split_commas(f.partitioner);
+  sim::CapacityRequest q = o.request(catalog);
   const sim::CapacityReport r = sim::plan_capacity(q);
   if (q.model.empty() && !r.clusters.empty()) q.model = f.profile;
   if (!a.output.empty()) write_outputs(r, a.output);

@@ -5,6 +5,7 @@
 #include "python/bindings/plan_api.hpp"
 #include "python/bindings/plan_options.hpp"
 #include "studies/capacity.hpp"
+#include "studies/capacity_options.hpp"
 #include "studies/plan_options.hpp"
 
 namespace pipetwin::python {
@@ -12,14 +13,8 @@ namespace pipetwin::python {
 namespace {
 
 // capacity()'s keywords (cli/cmd_capacity.cpp's CapacityArgs), with the CLI's defaults.
-struct CapacityCall {
-  sim::PlanOptions flags;
+struct CapacityCall : sim::CapacityOptions {
   bool batch_given = false, samples_given = false;  // both required
-  std::vector<std::string> partitioners, clusters, schedules = sim::default_capacity_schedules();
-  std::vector<std::string> checkpoint_modes = {"none", "except_last", "always"};
-  std::string prices;
-  int jobs = 0;
-  double samples = 0, epochs = 1, budget = 0;
 };
 
 py::object number_or_none(double v) {
@@ -92,30 +87,9 @@ py::list rows_of(const sim::CapacityReport& r) {
 sim::CapacityReport run(const CapacityCall& a) {
   if (!a.batch_given) throw InputError("--batch is required");  // CLI11's words
   if (!a.samples_given) throw InputError("--samples is required");
-  const sim::PlanOptions& f = a.flags;
-  f.check_precision();
-  const Catalog catalog = load_catalog(f.catalog);
-  sim::CapacityRequest q;
-  q.model = f.model;
-  q.profile_path = f.profile;
-  q.precision = f.precision();
-  q.catalog = &catalog;
-  q.prices =
-      sim::load_prices(a.prices.empty() ? sim::default_prices_path(catalog) : a.prices, catalog);
-  q.clusters = a.clusters;
-  q.batch = f.batch;
-  q.samples = a.samples;
-  q.epochs = a.epochs;
-  q.schedules = a.schedules;
-  q.partitioners = a.partitioners;
-  q.checkpoints.clear();
-  for (const auto& mode : a.checkpoint_modes) {
-    q.checkpoints.push_back(parse_checkpoint_mode(mode));
-  }
-  q.budget = a.budget;
-  q.jobs = a.jobs;
-  q.framework = f.framework_terms();
-  return sim::plan_capacity(q);
+  a.flags.check_precision();
+  const Catalog catalog = load_catalog(a.flags.catalog);
+  return sim::plan_capacity(a.request(catalog));
 }
 
 py::list capacity_verb(const py::kwargs& kwargs) {
@@ -126,7 +100,6 @@ py::list capacity_verb(const py::kwargs& kwargs) {
   bind_plan_flags(
       o, a.flags,
       {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch, P::kFramework});
-  a.partitioners = sim::default_capacity_partitioners();
   o.words("partitioner", a.partitioners);
   a.samples_given = o.has("samples");
   o.real("samples", a.samples);
