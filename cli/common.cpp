@@ -28,12 +28,37 @@ Catalog load_catalog(const std::string& dir) {
 
 namespace {
 
-// "K=4 stages on 4 devices", or "8 stages on K=4 devices" when devices host several stages.
+// "K=4 stages on 4 devices", or "8 stages on K=4 devices" when devices host several stages;
+// "... on 4 groups of t=2 devices" with tensor parallelism.
 std::string stages_text(const Plan& p) {
+  const std::string devices =
+      p.tp() > 1 ? fmt::format("groups of t={} devices", p.tp()) : std::string("devices");
   if (p.num_stages() == p.devices_per_replica()) {
-    return fmt::format("K={} stages on {} devices", p.num_stages(), p.devices_per_replica());
+    return fmt::format("K={} stages on {} {}", p.num_stages(), p.devices_per_replica(), devices);
   }
-  return fmt::format("{} stages on K={} devices", p.num_stages(), p.devices_per_replica());
+  return fmt::format("{} stages on K={} {}", p.num_stages(), p.devices_per_replica(), devices);
+}
+
+// "tensor parallel: t=2, sequence parallel; groups 0-1, 2-3; distributed optimizer over dp 2".
+std::string parallel_line(const PlanContext& ctx) {
+  const Plan& p = ctx.plan;
+  std::string out;
+  if (p.tp() > 1 || p.tensor_parallel.selective_recompute) {
+    std::vector<std::string> groups;
+    for (int first : ctx.placement) groups.push_back(fmt::format("{}-{}", first, first + p.tp() - 1));
+    out = fmt::format("tensor parallel: {}", describe(p.tensor_parallel));
+    if (p.tp() > 1) out += fmt::format("; groups {}", fmt::join(groups, ", "));
+  }
+  if (p.distributed_optimizer) {
+    out += fmt::format("{}distributed optimizer over dp {}", out.empty() ? "" : "; ", p.dp);
+  }
+  return out.empty() ? out : out + "\n";
+}
+
+std::string device_text(const PlanContext& ctx, int device) {
+  if (ctx.plan.tp() < 2) return std::to_string(device);
+  const int first = ctx.placement[static_cast<size_t>(device)];
+  return fmt::format("{}-{}", first, first + ctx.plan.tp() - 1);
 }
 
 // "stages per device: d0 = [0, 7], d1 = [1, 6], ...", when a device hosts several stages.
@@ -60,15 +85,16 @@ std::string plan_summary(const PlanContext& ctx) {
       p.schedule, stages_text(p), p.dp, p.batch_size, p.dp, p.chunks, p.micro_batch_size(),
       checkpoint_name(p.checkpoint), p.partitioner, p.profile.dtype,
       p.profile.optimizer.empty() ? "" : ", optimizer " + p.profile.optimizer);
-  out += layout_line(p);
-  Table t({"stage", "device", "layers", "forward", "backward", "params", "activations/mb"});
+  out += layout_line(p) + parallel_line(ctx);
+  Table t({"stage", p.tp() > 1 ? "devices" : "device", "layers", "forward", "backward", "params",
+           "activations/mb"});
   for (size_t s = 0; s < ctx.stages.size(); ++s) {
     const auto& st = ctx.stages[s];
     const auto& layers = p.stages[s].layers;
     const int lo = *std::min_element(layers.begin(), layers.end());
     const int hi = *std::max_element(layers.begin(), layers.end());
     const bool contiguous = hi - lo + 1 == static_cast<int>(layers.size());
-    t.add({std::to_string(s), std::to_string(p.stages[s].device),
+    t.add({std::to_string(s), device_text(ctx, p.stages[s].device),
            contiguous ? fmt::format("{}..{}", lo, hi) : fmt::format("{} layers", layers.size()),
            fmt_seconds(st.forward_s), fmt_seconds(st.backward_s), fmt_bytes(st.param_bytes),
            fmt_bytes(st.input_bytes + st.saved_bytes)});
@@ -119,6 +145,10 @@ std::string metrics_summary(const PlanContext& ctx, const Metrics& m) {
   head.add({"communication", fmt_seconds(m.comm_time_s) + ", " +
                                  fmt_percent(m.comm_overlap_fraction) +
                                  " overlapped with compute"});
+  if (m.tensor_parallel_s > 0) {
+    head.add({"tensor-parallel collectives",
+              fmt_seconds(m.tensor_parallel_s) + " in the passes (all devices)"});
+  }
   head.add({"makespan", fmt_seconds(m.makespan_s)});
   out += head.render() + "\n";
   out += device_table(ctx, m);

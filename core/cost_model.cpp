@@ -25,6 +25,10 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
   require_positive("compute scale", options_.compute_scale);
   require_positive("framework compute scale", options_.framework.compute_scale);
   require_positive("framework communication scale", comm_scale_);
+  if (options_.optimizer_shards < 1) {
+    throw InputError(fmt::format("optimizer shards must be positive ({} given)",
+                                 options_.optimizer_shards));
+  }
   if (options_.frozen_layers < 0 || options_.frozen_layers > profile_.num_layers()) {
     throw InputError(fmt::format("frozen layers must be in 0..{} ({} given)", profile_.num_layers(),
                                  options_.frozen_layers));
@@ -51,6 +55,7 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
     fits_.push_back(std::move(fits));
     fit_cold(layer, b);
   }
+  fit_tensor_parallel();
 }
 
 void CostModel::fit_cold(const LayerProfile& layer, const std::vector<double>& b) {
@@ -70,11 +75,11 @@ void CostModel::fit_cold(const LayerProfile& layer, const std::vector<double>& b
 // The framework's layer launch (core/framework.hpp) is added to each pass of a layer: forward,
 // backward (its input half when split: backward_weight_s leaves it out) and recompute.
 double CostModel::forward_s(int layer, double b) const {
-  return fits(layer).forward(b) * scale_ + launch_s_;
+  return fits(layer).forward(b) * scale_ + launch_s_ + tp_forward_s(layer, b);
 }
 
 double CostModel::backward_s(int layer, double b) const {
-  return frozen(layer) ? 0 : fits(layer).backward(b) * scale_ + launch_s_;
+  return frozen(layer) ? 0 : fits(layer).backward(b) * scale_ + launch_s_ + tp_backward_s(layer, b);
 }
 
 double CostModel::backward_weight_s(int layer, double b) const {
@@ -90,16 +95,18 @@ double estimated_weight_share(const LayerProfile& layer) {
   return 0.5;
 }
 double CostModel::recompute_s(int layer, double b) const {
-  return frozen(layer) ? 0 : fits(layer).recompute(b) * scale_ + launch_s_;
+  return frozen(layer) ? 0 : fits(layer).recompute(b) * scale_ + launch_s_ + tp_forward_s(layer, b);
 }
 
 double CostModel::optimizer_s(int layer) const {
-  return frozen(layer) ? 0 : profile_.layers[static_cast<size_t>(layer)].optimizer_step_s * scale_;
+  if (frozen(layer)) return 0;
+  return profile_.layers[static_cast<size_t>(layer)].optimizer_step_s * scale_ /
+         options_.optimizer_shards;
 }
 
 double CostModel::optimizer_new_version_s(int layer) const {
   const double s = profile_.layers[static_cast<size_t>(layer)].optimizer_new_version_s;
-  return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * scale_;
+  return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * scale_ / options_.optimizer_shards;
 }
 
 double CostModel::contention(int layer, double b) const {
@@ -179,6 +186,9 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     const double k = contention(l, b), kb = contention_backward(l, b);
     c.forward_s += forward_s(l, b);
     c.backward_s += backward_s(l, b);
+    c.tp_forward_s += tp_forward_s(l, b);
+    c.tp_backward_s += frozen(l) ? 0 : tp_backward_s(l, b);
+    c.tp_recompute_s += frozen(l) ? 0 : tp_forward_s(l, b);
     c.backward_weight_s += backward_weight_s(l, b);
     c.recompute_s += recompute_s(l, b);
     c.optimizer_s += optimizer_s(l);
@@ -201,7 +211,7 @@ StageCost CostModel::stage_cost(const std::vector<int>& layers, double b) const 
     } else {
       c.param_bytes += p.param_bytes;
       c.grad_bytes += p.param_bytes;
-      c.optimizer_bytes += p.optimizer_bytes;
+      c.optimizer_bytes += p.optimizer_bytes / options_.optimizer_shards;
       c.saved_bytes += p.saved_bytes_per_sample * b;
     }
     if (l == 0) c.input_bytes += profile_.input_bytes_per_sample * b;

@@ -22,6 +22,20 @@
 //                      and the working memory of a backward (backward_working_bytes below).
 //                      How many micro-batches are alive at once is the schedule's business:
 //                      memory.hpp walks the schedule.
+//   tensor parallel    a shard's profile (Profile::tensor_parallel, core/tensor_parallel.hpp):
+//                      each layer's collectives, priced over the group's devices
+//                      (CostOptions::tp_group) by the all-reduce model below, a reduce-scatter or
+//                      an all-gather as half of an all-reduce of the same bytes (the two halves of
+//                      the ring), are added to its forward (and its recompute: a full recompute
+//                      runs them again) and its backward. In the backward Megatron-LM overlaps
+//                      the input-gradient all-reduce with the weight-gradient GEMM of the
+//                      column-parallel linear (Shoeybi et al. 2019; Narayanan et al. 2021,
+//                      Section 4.2): exposed is what exceeds half the layer's weight-gradient
+//                      time (the column-parallel linear's share of it in an MLP block, less than
+//                      that in attention's). StageCost::tp_*_s say how much of each pass is the
+//                      group's.
+//   distributed opt.   CostOptions::optimizer_shards = dp (ZeRO-1): optimizer state and its step
+//                      divided over the replicas.
 //   framework          CostOptions::framework (core/framework.hpp): its compute scale multiplies
 //                      every compute time, its layer launch is added to each layer's forward,
 //                      backward and recompute, its per-micro-batch term to each stage pass, its
@@ -41,6 +55,7 @@
 #include "core/model_graph.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
+#include "core/tensor_parallel.hpp"
 
 namespace pipetwin {
 
@@ -54,6 +69,11 @@ struct CostOptions {
   int frozen_layers = 0;                 // layers [0, frozen_layers) are frozen
   double lambda_frozen = 1.0 / 6.0;
   Framework framework;  // the framework's overheads and efficiency scales (identity: none)
+  // The distributed optimizer's shards (ZeRO-1, core/plan.hpp): optimizer state and step divided
+  // by this; 1: every replica keeps and steps all of it.
+  int optimizer_shards = 1;
+  // Cluster devices of a tensor-parallel group, for a shard's profile; empty: 0 .. t - 1.
+  std::vector<int> tp_group{};
 };
 
 struct LayerFits {
@@ -102,6 +122,12 @@ struct StageCost {
   double grad_bytes = 0;   // active layers
   double optimizer_bytes = 0;
   double frozen_bytes = 0;  // frozen layers' footprint (lambda_frozen of their active footprint)
+  // The parts of forward_s, backward_s and recompute_s the tensor-parallel group's collectives
+  // take (0 without tensor parallelism).
+  double tp_forward_s = 0, tp_backward_s = 0, tp_recompute_s = 0;
+  // The distributed optimizer's all-gather of the updated parameters, part of optimizer_s (set by
+  // PlanContext, which knows the replicas' devices; 0 otherwise).
+  double parameter_gather_s = 0;
   std::vector<Bucket> buckets;                // DDP buckets, reverse layer order
   std::vector<double> bucket_ready_s;         // offset into the backward at which bucket b is ready
   std::vector<double> bucket_weight_ready_s;  // the same into a BackwardWeight (split backward)
@@ -136,7 +162,14 @@ class CostModel {
   // measured, else estimated_weight_share() of it.
   double backward_weight_s(int layer, double b) const;
   double recompute_s(int layer, double b) const;
-  double optimizer_s(int layer) const;              // in place
+  double optimizer_s(int layer) const;              // in place (its shard's, distributed)
+  // The tensor-parallel group's collectives inside layer's forward and, exposed, its backward
+  // (included in forward_s, recompute_s and backward_s); 0 without tensor parallelism.
+  double tp_forward_s(int layer, double b) const;
+  double tp_backward_s(int layer, double b) const;
+  // One collective of the group, `bytes` per rank.
+  double tp_collective_s(CollectiveKind kind, double bytes) const;
+  const std::vector<int>& tp_group() const { return tp_group_; }
   double optimizer_new_version_s(int layer) const;  // into a new weight version
   // Slow-down of a layer's forward (and recompute) while a device sharing its compute core works
   // too (>= 1); of its backward (and optimizer step).
@@ -180,6 +213,7 @@ class CostModel {
   void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
   // The framework's per-micro-batch and per-iteration terms on a stage's passes and step.
   void add_framework_passes(StageCost& c) const;
+  void fit_tensor_parallel();  // tp_forward_ and tp_backward_ from the profile's collectives
 
   Profile profile_;
   Cluster cluster_;
@@ -190,6 +224,10 @@ class CostModel {
   double scale_ = 1;           // compute_scale x the framework's compute scale
   double launch_s_ = 0;        // the framework's layer launch
   double comm_scale_ = 1;      // the framework's communication scale
+  std::vector<int> tp_group_;  // a tensor-parallel group's cluster devices (size t)
+  // Per layer: its collectives' time, forward and backward, as a + c b (exact: each is latency
+  // plus bytes over a rate, bytes proportional to b); empty without tensor parallelism.
+  std::vector<LinearFit> tp_forward_, tp_backward_;
 };
 
 }  // namespace pipetwin

@@ -182,6 +182,10 @@ void device_metrics(const Timeline& t, const std::vector<std::vector<Interval>>&
   double overlapped = 0;
   for (const auto& e : t.events) {
     if (is_compute(e.action.op)) continue;
+    if (e.action.op == Op::kTensorParallel) {
+      m.tensor_parallel_s += e.duration();
+      continue;
+    }
     m.comm_time_s += e.duration();
     m.devices[static_cast<size_t>(e.device)].comm_s += e.duration();
     overlapped += covered(busy[static_cast<size_t>(e.device)], e.start_s, e.end_s);
@@ -219,6 +223,7 @@ Json metrics_to_json(const Metrics& m) {
   j["bubble_fraction"] = m.bubble_fraction;
   j["comm_time_s"] = m.comm_time_s;
   j["comm_overlap_fraction"] = m.comm_overlap_fraction;
+  if (m.tensor_parallel_s > 0) j["tensor_parallel_s"] = m.tensor_parallel_s;
   j["makespan_s"] = m.makespan_s;
   j["window"] = {m.window_start_s, m.window_end_s};
   j["step_end_s"] = m.step_end_s;
@@ -267,6 +272,7 @@ Metrics metrics_from_json(const JsonView& doc) {
   m.bubble_fraction = doc.number("bubble_fraction");
   m.comm_time_s = doc.nonneg_or("comm_time_s", 0);
   m.comm_overlap_fraction = doc.nonneg_or("comm_overlap_fraction", 0);
+  m.tensor_parallel_s = doc.nonneg_or("tensor_parallel_s", 0);
   m.makespan_s = doc.nonneg_or("makespan_s", 0);
   if (auto steps = doc.find("step_end_s")) {
     for (const auto& s : steps->items()) m.step_end_s.push_back(s.as_nonneg());

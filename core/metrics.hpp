@@ -64,6 +64,10 @@ struct Metrics {
   double bubble_fraction = 0;
   double comm_time_s = 0;
   double comm_overlap_fraction = 0;
+  // The tensor-parallel groups' collectives inside the passes (timeline events on the tensor
+  // stream, core/schedule/action.hpp), summed over devices; not in comm_time_s: they run inside
+  // the compute passes, which include them.
+  double tensor_parallel_s = 0;
   std::vector<double> step_end_s;  // when each optimizer step completed (all stages)
   std::vector<DeviceMetrics> devices;
   std::vector<StageStaleness> staleness;

@@ -44,6 +44,41 @@ void check_replicated_stages(const Plan& p, const Bad& bad) {
 
 }  // namespace
 
+template <class Bad>
+void Plan::validate_placement(const Bad& bad) const {
+  const int t = tp();
+  const int groups = dp * devices_per_replica();
+  if (placement.empty()) {
+    if (groups * t > cluster.num_devices()) {
+      bad(t > 1 ? "tensor_parallel" : "dp",
+          fmt::format("the plan needs {} devices ({} replicas x {}{}), cluster \"{}\" has {}",
+                      groups * t, dp, devices_per_replica(),
+                      t > 1 ? fmt::format(" x tp {}", t) : "", cluster.name,
+                      cluster.num_devices()));
+    }
+  } else if (static_cast<int>(placement.size()) != groups) {
+    bad("placement", fmt::format("{} entries for dp x devices = {}", placement.size(), groups));
+  }
+  std::set<int> used;
+  for (int g = 0; g < groups; ++g) {
+    const int first = placement.empty() ? g * t : placement[static_cast<size_t>(g)];
+    for (int p = first; p < first + t; ++p) {
+      if (p < 0 || p >= cluster.num_devices()) {
+        bad("placement", fmt::format("device {} not in cluster \"{}\" (0..{})", p, cluster.name,
+                                     cluster.num_devices() - 1));
+      }
+      if (!used.insert(p).second) bad("placement", fmt::format("device {} used twice", p));
+    }
+    if (t > 1 && !tp_across_nodes && cluster.node_of(first) != cluster.node_of(first + t - 1)) {
+      bad("tensor_parallel",
+          fmt::format("the group of devices {}..{} spans nodes {} and {} (a node has {} devices); "
+                      "tensor parallelism stays inside a node unless tp_across_nodes is set",
+                      first, first + t - 1, cluster.node_of(first), cluster.node_of(first + t - 1),
+                      cluster.devices_per_node));
+    }
+  }
+}
+
 void Plan::validate(const std::string& origin) const {
   auto bad = [&](const std::string& field, const std::string& what) {
     throw InputError(fmt::format("{}: {}: {}", origin, field, what));
@@ -96,23 +131,16 @@ void Plan::validate(const std::string& origin) const {
     }
   }
   if (replicates_stages()) check_replicated_stages(*this, bad);
-  const int needed = dp * devices_per_replica();
-  if (!placement.empty()) {
-    if (static_cast<int>(placement.size()) != needed) {
-      bad("placement", fmt::format("{} entries for dp x devices = {}", placement.size(), needed));
-    }
-    std::set<int> used;
-    for (int p : placement) {
-      if (p < 0 || p >= cluster.num_devices()) {
-        bad("placement", fmt::format("device {} not in cluster \"{}\" (0..{})", p, cluster.name,
-                                     cluster.num_devices() - 1));
-      }
-      if (!used.insert(p).second) bad("placement", fmt::format("device {} used twice", p));
-    }
-  } else if (needed > cluster.num_devices()) {
-    bad("dp", fmt::format("the plan needs {} devices ({} replicas x {}), cluster \"{}\" has {}",
-                          needed, dp, devices_per_replica(), cluster.name, cluster.num_devices()));
+  if (const std::string why = tensor_parallel_refusal(tensor_parallel); !why.empty()) {
+    bad("tensor_parallel", why);
   }
+  if (profile.tensor_parallel != tensor_parallel) {
+    bad("tensor_parallel",
+        fmt::format("the plan's ({}) is not its profile's ({}): a tensor-parallel plan runs the "
+                    "profile of one shard",
+                    describe(tensor_parallel), describe(profile.tensor_parallel)));
+  }
+  validate_placement(bad);
   if (frozen_layers < 0 || frozen_layers > L) {
     bad("frozen_layers", fmt::format("must be in 0..{} ({} given)", L, frozen_layers));
   }
@@ -137,6 +165,11 @@ Json plan_to_json(const Plan& p) {
   }
   doc["stages"] = stages;
   if (!p.placement.empty()) doc["placement"] = p.placement;
+  if (p.tensor_parallel != TensorParallel{}) {
+    doc["tensor_parallel"] = tensor_parallel_to_json(p.tensor_parallel);
+  }
+  if (p.tp_across_nodes) doc["tp_across_nodes"] = true;
+  if (p.distributed_optimizer) doc["distributed_optimizer"] = true;
   if (p.iterations > 0) doc["iterations"] = p.iterations;
   doc["compute_scale"] = p.compute_scale;
   doc["ddp"] = {{"bucket_cap_bytes", p.bucket_cap_bytes}, {"first_bucket_bytes", p.first_bucket_bytes}};
@@ -158,7 +191,8 @@ Plan plan_from_json(const JsonView& doc) {
   doc.allow_only({"format", "version", "model", "schedule", "partitioner", "batch_size", "chunks",
                   "micro_batch_size", "dp", "checkpoint", "stages", "placement", "iterations",
                   "compute_scale", "ddp", "frozen_layers", "lambda_frozen", "cache", "framework",
-                  "cluster", "profile"});
+                  "cluster", "profile", "tensor_parallel", "tp_across_nodes",
+                  "distributed_optimizer"});
   Plan p;
   p.model = doc.string("model");
   p.schedule = doc.string("schedule");
@@ -186,6 +220,9 @@ Plan plan_from_json(const JsonView& doc) {
   if (auto pl = doc.find("placement")) {
     for (const auto& v : pl->items()) p.placement.push_back(v.as_int32());
   }
+  if (auto tp = doc.find("tensor_parallel")) p.tensor_parallel = tensor_parallel_from_json(*tp);
+  p.tp_across_nodes = doc.bool_or("tp_across_nodes", false);
+  p.distributed_optimizer = doc.bool_or("distributed_optimizer", false);
   p.iterations = doc.int32_or("iterations", 0);
   p.compute_scale = doc.positive_or("compute_scale", 1.0);
   if (auto ddp = doc.find("ddp")) {
@@ -232,6 +269,11 @@ CostOptions cost_options(const Plan& p) {
   o.frozen_layers = p.frozen_layers;
   o.lambda_frozen = p.lambda_frozen;
   o.framework = p.framework;
+  o.optimizer_shards = p.distributed_optimizer ? p.dp : 1;
+  if (p.tp() > 1) {
+    o.tp_group.resize(static_cast<size_t>(p.tp()));
+    std::iota(o.tp_group.begin(), o.tp_group.end(), p.placement.empty() ? 0 : p.placement[0]);
+  }
   return o;
 }
 
@@ -278,7 +320,30 @@ PlanContext::PlanContext(const Plan& p, int iterations)
   if (placement.empty()) {
     placement.resize(static_cast<size_t>(plan.dp * shape.devices_per_replica));
     std::iota(placement.begin(), placement.end(), 0);
+    for (int& p : placement) p *= plan.tp();
   }
+  if (plan.distributed_optimizer && plan.dp > 1) add_parameter_gather();
+}
+
+void PlanContext::add_parameter_gather() {
+  gradient_reduce_share = 0.5;
+  for (int s = 0; s < shape.num_stages; ++s) {
+    std::vector<int> ring;
+    for (int d : shape.gradient_copy_devices(s)) ring.push_back(placement[static_cast<size_t>(d)]);
+    StageCost& st = stages[static_cast<size_t>(s)];
+    st.parameter_gather_s = cost.allreduce_s(st.param_bytes, ring) / 2;
+    for (double StageCost::*step :
+         {&StageCost::optimizer_s, &StageCost::optimizer_new_version_s,
+          &StageCost::optimizer_shared_s, &StageCost::optimizer_new_version_shared_s}) {
+      st.*step += st.parameter_gather_s;
+    }
+  }
+}
+
+std::vector<int> tp_group(const PlanContext& context, int device) {
+  std::vector<int> group(static_cast<size_t>(context.plan.tp()));
+  std::iota(group.begin(), group.end(), context.placement[static_cast<size_t>(device)]);
+  return group;
 }
 
 }  // namespace pipetwin

@@ -23,6 +23,7 @@
 #include "core/json_io.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"
+#include "core/tensor_parallel.hpp"
 
 namespace pipetwin {
 
@@ -56,13 +57,30 @@ struct Plan {
   // The framework's overheads and efficiency scales the simulator applies (core/framework.hpp);
   // the identity (no "framework" in the file) changes nothing. `run` measures instead.
   Framework framework;
+  // Tensor parallelism (core/tensor_parallel.hpp): every schedule device is a group of t =
+  // tensor_parallel.size cluster devices, placement[d] .. placement[d] + t - 1 (`placement` holds
+  // each group's first; by default group d starts at d x t), each running one shard of the
+  // stage's layers; the profile is that shard's (profile.tensor_parallel equals this). A group
+  // stays inside one node unless tp_across_nodes.
+  TensorParallel tensor_parallel;
+  bool tp_across_nodes = false;
+  // ZeRO-1 (Rajbhandari et al., "ZeRO", SC 2020, stage P_os; Megatron-LM's
+  // --use-distributed-optimizer): every stage's optimizer state, float32 master weights
+  // included, sharded over its dp replicas; the gradients reduce-scattered and the updated
+  // parameters all-gathered in place of one all-reduce, each rank stepping its 1/dp.
+  bool distributed_optimizer = false;
 
+  int tp() const { return tensor_parallel.size; }
   int num_stages() const { return static_cast<int>(stages.size()); }
   int devices_per_replica() const;  // devices of one pipeline replica, stage replicas included
   bool replicates_stages() const;   // some stage has replicas > 1
   int micro_batch_size() const { return batch_size / (dp * chunks); }
   // Checks the plan's internal consistency; throws InputError prefixed by `origin`.
   void validate(const std::string& origin) const;
+
+ private:
+  template <class Bad>
+  void validate_placement(const Bad& bad) const;
 };
 
 Plan plan_from_json(const JsonView& doc);
@@ -80,7 +98,19 @@ struct PlanContext {
   CostModel cost;
   PipelineShape shape;
   std::vector<StageCost> stages;
-  std::vector<int> placement;  // global schedule device -> cluster device
+  std::vector<int> placement;  // global schedule device -> cluster device (a group's first)
+  // With the distributed optimizer (Plan::distributed_optimizer, dp > 1): a gradient bucket's
+  // collective is a reduce-scatter, half of the ring all-reduce it replaces (0.5; else 1), and
+  // every stage's optimizer step ends with the all-gather of its updated parameters over its
+  // replicas (the other half), added to the step's times (StageCost::parameter_gather_s): the
+  // step in Megatron-LM's distributed optimizer without --overlap-param-gather.
+  double gradient_reduce_share = 1.0;
+
+ private:
+  void add_parameter_gather();
 };
+
+// The cluster devices of schedule device d's tensor-parallel group: placement[d] .. + t - 1.
+std::vector<int> tp_group(const PlanContext& context, int device);
 
 }  // namespace pipetwin

@@ -63,7 +63,7 @@ LayerProfile layer_from_json(const JsonView& j, size_t pauses) {
   j.allow_only({"name", "kind", "timings", "output_bytes_per_sample", "saved_bytes_per_sample",
                 "backward_bytes_per_sample", "forward_workspace_bytes_per_sample",
                 "backward_workspace_bytes_per_sample", "param_bytes", "optimizer_bytes",
-                "optimizer_step_s", "optimizer_new_version_s"});
+                "optimizer_step_s", "optimizer_new_version_s", "tp_forward", "tp_backward"});
   LayerProfile l;
   l.name = j.string("name");
   if (l.name.empty()) j.at("name").fail("must not be empty");
@@ -87,6 +87,8 @@ LayerProfile layer_from_json(const JsonView& j, size_t pauses) {
   l.optimizer_bytes = j.nonneg_or("optimizer_bytes", 0);
   l.optimizer_step_s = j.nonneg_or("optimizer_step_s", 0);
   l.optimizer_new_version_s = j.nonneg_or("optimizer_new_version_s", 0);
+  if (auto c = j.find("tp_forward")) l.tp_forward = collectives_from_json(*c);
+  if (auto c = j.find("tp_backward")) l.tp_backward = collectives_from_json(*c);
   return l;
 }
 
@@ -104,7 +106,8 @@ std::vector<ProfileEdge> Profile::effective_edges() const {
 Profile profile_from_json(const JsonView& doc) {
   doc.check_format(kFormat, kVersion);
   doc.allow_only({"format", "version", "model", "device", "dtype", "source", "notes", "optimizer",
-                  "input_bytes_per_sample", "layers", "edges", "core_slowdown", "cold_pauses_s"});
+                  "input_bytes_per_sample", "layers", "edges", "core_slowdown", "cold_pauses_s",
+                  "tensor_parallel"});
   Profile p;
   p.model = doc.string("model");
   p.device = doc.string("device");
@@ -131,6 +134,7 @@ Profile profile_from_json(const JsonView& doc) {
       p.cold_pauses_s.push_back(w);
     }
   }
+  if (auto tp = doc.find("tensor_parallel")) p.tensor_parallel = tensor_parallel_from_json(*tp);
   const JsonView layers = doc.at("layers");
   if (layers.size() == 0) layers.fail("a profile needs at least one layer");
   std::set<std::string> names;
@@ -176,6 +180,9 @@ Json profile_to_json(const Profile& p) {
   doc["input_bytes_per_sample"] = p.input_bytes_per_sample;
   if (!p.core_slowdown.empty()) doc["core_slowdown"] = p.core_slowdown;
   if (!p.cold_pauses_s.empty()) doc["cold_pauses_s"] = p.cold_pauses_s;
+  if (p.tensor_parallel != TensorParallel{}) {
+    doc["tensor_parallel"] = tensor_parallel_to_json(p.tensor_parallel);
+  }
   Json layers = Json::array();
   for (const auto& l : p.layers) {
     Json jl;
@@ -208,6 +215,8 @@ Json profile_to_json(const Profile& p) {
     jl["optimizer_bytes"] = l.optimizer_bytes;
     jl["optimizer_step_s"] = l.optimizer_step_s;
     if (l.optimizer_new_version_s > 0) jl["optimizer_new_version_s"] = l.optimizer_new_version_s;
+    if (!l.tp_forward.empty()) jl["tp_forward"] = collectives_to_json(l.tp_forward);
+    if (!l.tp_backward.empty()) jl["tp_backward"] = collectives_to_json(l.tp_backward);
     layers.push_back(std::move(jl));
   }
   doc["layers"] = std::move(layers);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/json_io.hpp"
+#include "core/tensor_parallel.hpp"
 
 namespace pipetwin {
 
@@ -75,6 +76,10 @@ struct LayerProfile {
   // still reading it (PipeDream's weight stashing): it streams a third buffer through the caches.
   // 0: not measured, optimizer_step_s stands for both.
   double optimizer_new_version_s = 0;
+  // A tensor-parallel shard's layer (Profile::tensor_parallel): the collectives its group runs
+  // inside the forward (and again in a full recompute) and inside the backward, in order
+  // (core/tensor_parallel.hpp). Empty for t = 1.
+  std::vector<TpCollective> tp_forward{}, tp_backward{};
 };
 
 struct ProfileEdge {
@@ -102,6 +107,9 @@ struct Profile {
   // The waits, in seconds and increasing, at which the layers' cold_forward_s / cold_backward_s
   // were measured; empty: not measured.
   std::vector<double> cold_pauses_s;
+  // What this profile is a shard of: t > 1, one device's share of every layer of a stage spread
+  // over a tensor-parallel group (profiles/zoo/tensor_parallel.hpp). Size 1: the whole model.
+  TensorParallel tensor_parallel;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Explicit edges, or the implied chain.

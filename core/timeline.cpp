@@ -31,12 +31,17 @@ int32_t int32_or(const JsonView& j, std::string_view key, int32_t fallback) {
 
 Json timeline_to_chrome_trace(const Timeline& t) {
   Json events = Json::array();
+  // The tensor stream is named only where a timeline has tensor-parallel events.
+  const bool tensor = std::any_of(t.events.begin(), t.events.end(), [](const TimelineEvent& e) {
+    return e.action.op == Op::kTensorParallel;
+  });
+  const int streams = tensor ? kTimelineStreams : kStreamsPerDevice;
   for (int d = 0; d < t.num_devices(); ++d) {
     events.push_back({{"ph", "M"}, {"pid", d}, {"name", "process_name"},
                       {"args", {{"name", t.device_names[static_cast<size_t>(d)]}}}});
     events.push_back({{"ph", "M"}, {"pid", d}, {"name", "process_sort_index"},
                       {"args", {{"sort_index", d}}}});
-    for (int s = 0; s < kStreamsPerDevice; ++s) {
+    for (int s = 0; s < streams; ++s) {
       events.push_back({{"ph", "M"}, {"pid", d}, {"tid", s}, {"name", "thread_name"},
                         {"args", {{"name", stream_name(static_cast<StreamKind>(s))}}}});
     }

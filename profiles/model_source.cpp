@@ -13,6 +13,7 @@
 #include "profiles/synthetic.hpp"
 #include "profiles/zoo/analytic.hpp"
 #include "profiles/zoo/op_cost.hpp"
+#include "profiles/zoo/tensor_parallel.hpp"
 #include "profiles/zoo/zoo.hpp"
 
 #ifndef PIPETWIN_DATA_DIR
@@ -157,9 +158,24 @@ std::optional<Profile> explicit_or_measured(const std::string& model,
   return load_profile(match.measured->path);
 }
 
+// The analytic pricing of a zoo descriptor on `device` that step 4 uses (op-level where the
+// device has op parameters, else the roofline), at the given micro-batch sizes.
+Profile price_descriptor(const zoo::ZooModel& model, const DeviceSpec& device,
+                         const ResolveOptions& o, const std::vector<int>& micro_batches) {
+  zoo::AnalyticOptions options;
+  options.dtype = o.dtype.empty() ? "float32" : o.dtype;
+  if (!o.optimizer.empty()) options.optimizer = o.optimizer;
+  if (!micro_batches.empty()) options.micro_batches = micro_batches;
+  if (auto ops = op_params_for(device.name, options.dtype, o.efficiency_file))
+    return zoo::op_level_profile(model, device, *ops, options);
+  options.efficiency = efficiency_for(device, options.dtype, o.efficiency_file);
+  return zoo::analytic_profile(model, device, options);
+}
+
 // Steps 1-5. `device` null: look `device_name` up in the default catalog if step 4 needs it.
-Profile resolve(const std::string& model, const std::string& profile_path,
-                const std::string& device_name, const DeviceSpec* device, const ResolveOptions& o) {
+Profile resolve_whole(const std::string& model, const std::string& profile_path,
+                      const std::string& device_name, const DeviceSpec* device,
+                      const ResolveOptions& o) {
   ShippedMatch match;
   std::vector<ShippedProfile> shipped;
   std::optional<Profile> p =
@@ -173,14 +189,7 @@ Profile resolve(const std::string& model, const std::string& profile_path,
       device = catalog->find_device(device_name);
     }
     if (zoo::is_zoo_family(spec) && device) {
-      zoo::AnalyticOptions options;
-      options.dtype = dtype;
-      if (!o.optimizer.empty()) options.optimizer = o.optimizer;
-      const zoo::ZooModel described = zoo::describe_model(spec);
-      if (auto ops = op_params_for(device->name, dtype, o.efficiency_file))
-        return zoo::op_level_profile(described, *device, *ops, options);
-      options.efficiency = efficiency_for(*device, dtype, o.efficiency_file);
-      return zoo::analytic_profile(described, *device, options);
+      return price_descriptor(zoo::describe_model(spec), *device, o, {});
     }
     if (!match.other) {
       no_profile(model, o.dtype,
@@ -194,6 +203,39 @@ Profile resolve(const std::string& model, const std::string& profile_path,
   }
   if (!o.optimizer.empty()) apply_optimizer(*p, parse_optimizer(o.optimizer), "--optimizer");
   return *p;
+}
+
+// Steps 1-5, then the shard of o.tensor_parallel (profiles/zoo/tensor_parallel.hpp), priced on
+// the device asked for (else the profile's own, from the default catalog).
+Profile resolve(const std::string& model, const std::string& profile_path,
+                const std::string& device_name, const DeviceSpec* device, const ResolveOptions& o) {
+  Profile whole = resolve_whole(model, profile_path, device_name, device, o);
+  if (o.tensor_parallel == TensorParallel{}) return whole;
+  const std::string name = whole.model.empty() ? model : whole.model;
+  const ModelSpec spec = ModelSpec::parse(name, "--tp: model");
+  if (!zoo::is_zoo_family(spec)) {
+    throw InputError(fmt::format("--tp: tensor parallelism splits the zoo's transformer families "
+                                 "(vit, bert, gpt2); \"{}\" is not one",
+                                 name));
+  }
+  std::optional<Catalog> catalog;
+  if (device == nullptr) {
+    catalog = Catalog::load(Catalog::default_dir());
+    device = catalog->find_device(device_name.empty() ? whole.device : device_name);
+    if (device == nullptr) device = catalog->find_device(whole.device);
+  }
+  if (device == nullptr) {
+    throw InputError(fmt::format("--tp: pricing the shard needs the device \"{}\" in the catalog",
+                                 device_name.empty() ? whole.device : device_name));
+  }
+  ResolveOptions pricing = o;
+  pricing.dtype = whole.dtype;
+  if (pricing.optimizer.empty()) pricing.optimizer = whole.optimizer;
+  const DeviceSpec& priced_on = *device;
+  return zoo::shard_profile(whole, zoo::describe_model(spec), o.tensor_parallel,
+                            [&](const zoo::ZooModel& m, const std::vector<int>& b) {
+                              return price_descriptor(m, priced_on, pricing, b);
+                            });
 }
 
 }  // namespace

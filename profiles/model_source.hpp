@@ -38,6 +38,7 @@
 
 #include "core/cluster.hpp"
 #include "core/profile.hpp"
+#include "core/tensor_parallel.hpp"
 
 namespace pipetwin {
 
@@ -55,6 +56,10 @@ struct ResolveOptions {
   std::string dtype;      // empty: float32
   std::string optimizer;  // empty: as the profile states (analytic: adam)
   std::string efficiency_file;  // overrides the catalog's calibrated efficiencies
+  // Not the whole model but one shard of it (profiles/zoo/tensor_parallel.hpp): the profile of
+  // the model, whatever its source, made a shard's by the ratios of the priced shard and whole on
+  // the device (else the profile's own); a model outside the zoo's transformers is an InputError.
+  TensorParallel tensor_parallel{};
 };
 Profile resolve_profile(const std::string& model, const std::string& profile_path,
                         const DeviceSpec& device, const ResolveOptions& options);

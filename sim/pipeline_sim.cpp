@@ -107,9 +107,11 @@ void route_network(const PlanContext& ctx, const CompiledSchedule& schedule, Tas
         for (size_t i = 0; i < ring.size(); ++i)
           routes.push_back(route(cluster, ring[i], ring[(i + 1) % ring.size()]));
         const double alone = slowest_rate(g.net_capacity, routes);
+        // A reduce-scatter (distributed optimizer) is half the ring's messages.
+        const double share = ctx.gradient_reduce_share;
         for (const Route& r : routes)
-          add_flows(g, (cost.seconds - cost.latency) * alone * scale, r);
-        g.net_latency[static_cast<size_t>(id)] = cost.latency * scale;
+          add_flows(g, (cost.seconds - cost.latency) * alone * scale * share, r);
+        g.net_latency[static_cast<size_t>(id)] = cost.latency * scale * share;
       }
     }
     g.net_flow_begin.push_back(static_cast<int32_t>(g.flow_bytes.size()));
@@ -293,18 +295,37 @@ double PipelineSimulator::duration(int id) const {
     return ctx_.cost.transfer_s(c.bytes, c.from, c.to);
   }
   if (a.op == Op::kAllReduce) {
-    return ctx_.cost.allreduce_s(bucket_bytes(ctx_, a), ring_of(ctx_, schedule_, id));
+    return ctx_.gradient_reduce_share *
+           ctx_.cost.allreduce_s(bucket_bytes(ctx_, a), ring_of(ctx_, schedule_, id));
   }
   return 0;
+}
+
+void PipelineSimulator::add_tensor_parallel_event(Timeline& t, int id, double start,
+                                                  double end) const {
+  if (ctx_.plan.tp() < 2) return;
+  const Action& a = schedule_.action(id);
+  const StageCost& st = ctx_.stages[static_cast<size_t>(a.stage)];
+  double part = 0;
+  if (a.op == Op::kForward) part = st.tp_forward_s;
+  if (a.op == Op::kRecompute) part = st.tp_recompute_s;
+  if (is_input_backward(a.op)) part = st.tp_backward_s;
+  if (part <= 0) return;
+  Action tp = a;
+  tp.op = Op::kTensorParallel;
+  tp.payload = is_input_backward(a.op) ? Payload::kGradient : Payload::kActivation;
+  t.events.push_back({schedule_.device(id), tp, std::max(start, end - slowdown(id) * part), end});
 }
 
 std::vector<std::string> PipelineSimulator::device_names() const {
   std::vector<std::string> names;
   const auto& sh = schedule_.shape();
   for (int d = 0; d < schedule_.num_devices(); ++d) {
-    names.push_back(fmt::format("replica {} device {} ({} #{})", d / sh.devices_per_replica,
-                                d % sh.devices_per_replica, ctx_.plan.cluster.device.name,
-                                ctx_.placement[static_cast<size_t>(d)]));
+    const int first = ctx_.placement[static_cast<size_t>(d)], t = ctx_.plan.tp();
+    const std::string where =
+        t > 1 ? fmt::format("#{}-#{}", first, first + t - 1) : fmt::format("#{}", first);
+    names.push_back(fmt::format("replica {} device {} ({} {})", d / sh.devices_per_replica,
+                                d % sh.devices_per_replica, ctx_.plan.cluster.device.name, where));
   }
   return names;
 }
@@ -328,6 +349,7 @@ SimResult PipelineSimulator::run() {
     const Action& a = schedule_.action(id);
     const int dev = schedule_.device(id);
     t.events.push_back({dev, a, start[static_cast<size_t>(id)], end[static_cast<size_t>(id)]});
+    add_tensor_parallel_event(t, id, start[static_cast<size_t>(id)], end[static_cast<size_t>(id)]);
     if (stream_of(a.op) == StreamKind::kCompute) {
       // Allocation at the start of forward/recompute, release at the end of the backward (of its
       // weight half when split).

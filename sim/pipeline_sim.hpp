@@ -17,6 +17,11 @@
 // cold-start extra for that wait (Profile::cold_pauses_s): the other stage evicted its weights and
 // activations meanwhile (engine.hpp, cold starts).
 //
+// Tensor parallelism (core/tensor_parallel.hpp): a shard's passes include their group's
+// collectives (core/cost_model.hpp); the timeline shows them as events on each device's tensor
+// stream at the end of the pass that runs them. The distributed optimizer's reduce-scatter and
+// all-gather: PlanContext::gradient_reduce_share and StageCost::parameter_gather_s.
+//
 // PipelineSimulator keeps the task graph, so re-running it (sweeps, benchmarks) only re-runs the
 // engine.
 //
@@ -85,6 +90,9 @@ class PipelineSimulator {
     return !new_version_step_.empty() && new_version_step_[static_cast<size_t>(id)] != 0;
   }
   std::vector<std::string> device_names() const;
+  // Action `id`'s tensor-parallel collectives as an event on its device's tensor stream, at the
+  // end of the pass (core/schedule/action.hpp Op::kTensorParallel); none without them.
+  void add_tensor_parallel_event(Timeline& t, int id, double start, double end) const;
 
   const PlanContext& ctx_;
   std::vector<double> slowdown_;  // per schedule device: CostModel::device_slowdown

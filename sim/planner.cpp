@@ -47,6 +47,9 @@ Plan reprice(Plan plan, Profile p, const std::string& origin) {
 Plan base_plan(PlanRequest r) {
   const double scale = r.compute_scale > 0 ? r.compute_scale
                                            : resolve_compute_scale(r.profile, r.cluster, r.catalog);
+  // The shard the profile describes (profiles/zoo/tensor_parallel.hpp); Plan::validate checks
+  // that it is the one asked for.
+  const TensorParallel tensor_parallel = r.tensor_parallel;
   // Initialised in member order, so the model's name is read before the profile moves.
   return Plan{.model = r.model.empty() ? r.profile.model : std::move(r.model),
               .profile = std::move(r.profile),
@@ -61,7 +64,10 @@ Plan base_plan(PlanRequest r) {
               .iterations = r.iterations,
               .compute_scale = scale,
               .frozen_layers = r.frozen_layers,
-              .framework = std::move(r.framework)};
+              .framework = std::move(r.framework),
+              .tensor_parallel = tensor_parallel,
+              .tp_across_nodes = r.tp_across_nodes,
+              .distributed_optimizer = r.distributed_optimizer};
 }
 
 namespace {

@@ -62,6 +62,11 @@ struct PlanRequest {
   // The framework's overheads and efficiency scales (core/framework.hpp), carried into the plan;
   // the identity: none.
   Framework framework{};
+  // Tensor parallelism (core/plan.hpp): `profile` must be the shard's (ResolveOptions::
+  // tensor_parallel, profiles/model_source.hpp); the plan needs dp x K x t devices.
+  TensorParallel tensor_parallel{};
+  bool tp_across_nodes = false;
+  bool distributed_optimizer = false;  // ZeRO-1 over the dp replicas (core/plan.hpp)
 };
 
 // Speed of the cluster's devices relative to the profiled device, as a multiplier on profiled

@@ -86,6 +86,24 @@ std::vector<PlanOptionSpec> make_specs() {
        "per-layer overheads and compute / communication scales added to the profile's times "
        "(default: none)",
        &O::framework, K::kPath, false},
+      {"--tp",
+       "tensor-parallel size t: every stage spans t devices of a node, each holding a 1/t shard "
+       "of its layers as Megatron-LM splits them (vit, bert, gpt2)",
+       &O::tp, K::kText, true},
+      {"--sequence-parallel",
+       "with --tp: norms, dropout and residuals split over the sequence too (Korthikanti et al. "
+       "2022); all-gather / reduce-scatter pairs in place of the all-reduces",
+       &O::sequence_parallel, K::kText, false},
+      {"--selective-recompute",
+       "recompute the attention core in the backward instead of keeping it (Korthikanti et al. "
+       "2022)",
+       &O::selective_recompute, K::kText, false},
+      {"--tp-across-nodes", "allow a tensor-parallel group to span nodes", &O::tp_across_nodes,
+       K::kText, false},
+      {"--distributed-optimizer",
+       "ZeRO-1: optimizer state and its step sharded over the dp replicas; gradients "
+       "reduce-scattered, parameters all-gathered",
+       &O::distributed_optimizer, K::kText, false},
   };
 }
 
@@ -124,7 +142,17 @@ ResolveOptions PlanOptions::precision() const {
   ResolveOptions o;
   o.dtype = dtype;
   o.optimizer = optimizer;
+  o.tensor_parallel = tensor_parallel();
   return o;
+}
+
+TensorParallel PlanOptions::tensor_parallel() const {
+  if (tp < 1) throw InputError(fmt::format("--tp must be positive ({} < 1)", tp));
+  if (sequence_parallel && tp < 2) {
+    throw InputError("--sequence-parallel needs --tp > 1: it splits the sequence over the "
+                     "tensor-parallel group");
+  }
+  return {tp, sequence_parallel, selective_recompute};
 }
 
 PlanRequest PlanOptions::request(const Catalog& catalog) const {
@@ -145,7 +173,10 @@ PlanRequest PlanOptions::request(const Catalog& catalog) const {
           .checkpoint = checkpoint_kind(),
           .frozen_layers = frozen,
           .iterations = iterations,
-          .framework = framework_terms()};
+          .framework = framework_terms(),
+          .tensor_parallel = tensor_parallel(),
+          .tp_across_nodes = tp_across_nodes,
+          .distributed_optimizer = distributed_optimizer};
 }
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -182,7 +213,11 @@ PointConfig PlanOptions::point_config(int micro_batch, double alpha) const {
           .dtype = dtype,
           .optimizer = optimizer,
           .alpha = alpha,
-          .p2p = {}};
+          .p2p = {},
+          .tp = tensor_parallel().size,
+          .sequence_parallel = sequence_parallel,
+          .selective_recompute = selective_recompute,
+          .distributed_optimizer = distributed_optimizer};
 }
 
 PlannedRequest plan_with_options(

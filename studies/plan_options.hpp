@@ -2,7 +2,9 @@
 // Python API (python/bindings/plan_options.hpp): the model and where it runs (--model, --profile,
 // --cluster, --catalog, --dtype, --optimizer) and the plan's choices (-K, --schedule,
 // --virtual-stages, -B, -M, --partitioner, --dp, --checkpoint-mode, --checkpoint, --frozen,
-// --iterations) and the framework whose overheads the simulator adds (--framework).
+// --iterations), the framework whose overheads the simulator adds (--framework), and tensor
+// parallelism and the distributed optimizer (--tp, --sequence-parallel, --selective-recompute,
+// --tp-across-nodes, --distributed-optimizer; core/tensor_parallel.hpp, core/plan.hpp).
 //
 // Each option has one entry in plan_option_specs() (sim/option_table.hpp): its names, its help
 // text, the kind of value it takes and the field of PlanOptions it sets, whose initial value is
@@ -53,6 +55,11 @@ enum class PlanOption : uint8_t {
   kFrozen,
   kIterations,
   kFramework,
+  kTp,
+  kSequenceParallel,
+  kSelectiveRecompute,
+  kTpAcrossNodes,
+  kDistributedOptimizer,
 };
 
 struct PlanOptions {
@@ -71,6 +78,11 @@ struct PlanOptions {
   int frozen = 0;
   int iterations = 0;     // 0: the schedule's
   std::string framework;  // a framework file (core/framework.hpp); "": none
+  int tp = 1;             // tensor-parallel size t (core/tensor_parallel.hpp)
+  bool sequence_parallel = false;
+  bool selective_recompute = false;
+  bool tp_across_nodes = false;
+  bool distributed_optimizer = false;
 
   // The options as values; each throws an InputError naming the flag and the value.
   int chunk_count() const;          // 0 for auto
@@ -79,6 +91,8 @@ struct PlanOptions {
   void check_precision() const;       // --dtype and --optimizer name known ones
   ResolveOptions precision() const;   // --dtype and --optimizer
   Framework framework_terms() const;  // --framework's file; the identity without one
+  // --tp, --sequence-parallel, --selective-recompute, checked (--sequence-parallel needs --tp > 1).
+  TensorParallel tensor_parallel() const;
   // The request `plan` makes: the cluster loaded from `catalog`, the profile resolved for its
   // device (profiles/model_source.hpp), every choice as the options say.
   PlanRequest request(const Catalog& catalog) const;

@@ -351,7 +351,7 @@ TEST(ZooNames, EveryPresetTableNameDescribes) {
       tables.insert(name);
     }
   }
-  EXPECT_EQ(tables.size(), 7u + 6 + 9 + 8 + 1 + 1);  // vit, bert, gpt2, resnet, unet, mlp
+  EXPECT_EQ(tables.size(), 7u + 6 + 11 + 8 + 1 + 1);  // vit, bert, gpt2, resnet, unet, mlp
   for (const auto& name : zoo_names()) {
     const auto spec = ModelSpec::parse(name, "test");
     const std::set<std::string> analytic_only = {"t5", "amoebanet", "vgg", "alexnet"};

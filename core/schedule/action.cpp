@@ -14,6 +14,8 @@ StreamKind stream_of(Op op) {
       return StreamKind::kRecv;
     case Op::kAllReduce:
       return StreamKind::kCollective;
+    case Op::kTensorParallel:
+      return StreamKind::kTensor;
     default:
       return StreamKind::kCompute;
   }
@@ -38,6 +40,7 @@ constexpr OpNames kOps[] = {
     {Op::kOptimizerStep, "optimizer_step", "U"},
     {Op::kBackwardInput, "backward_input", "I"},
     {Op::kBackwardWeight, "backward_weight", "W"},
+    {Op::kTensorParallel, "tensor_parallel", "TP"},
 };
 
 constexpr std::pair<Payload, const char*> kPayloads[] = {{Payload::kNone, "none"},
@@ -47,7 +50,8 @@ constexpr std::pair<Payload, const char*> kPayloads[] = {{Payload::kNone, "none"
 constexpr std::pair<StreamKind, const char*> kStreams[] = {{StreamKind::kCompute, "compute"},
                                                            {StreamKind::kSend, "send"},
                                                            {StreamKind::kRecv, "recv"},
-                                                           {StreamKind::kCollective, "collective"}};
+                                                           {StreamKind::kCollective, "collective"},
+                                                           {StreamKind::kTensor, "tensor"}};
 
 const OpNames* find_op(Op op) {
   for (const auto& row : kOps) {
@@ -122,6 +126,9 @@ std::string describe(const Action& a) {
       return fmt::format("AR s{} step{} bucket{}", a.stage, a.step, a.bucket);
     case Op::kOptimizerStep:
       return fmt::format("U s{} step{} ->v{}", a.stage, a.step, a.version);
+    case Op::kTensorParallel:
+      return fmt::format("TP {} s{} mb{}", a.payload == Payload::kGradient ? "bwd" : "fwd", a.stage,
+                         a.micro_batch);
   }
   return "?";
 }

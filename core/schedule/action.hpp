@@ -39,6 +39,11 @@ enum class Op : uint8_t {
   kOptimizerStep,
   kBackwardInput,   // I: input gradient (the first half of a split backward)
   kBackwardWeight,  // W: weight gradients (the second half)
+  // The collectives of a tensor-parallel group inside a forward (payload activation) or a
+  // backward (payload gradient): a simulated timeline's event on the device's tensor stream,
+  // drawn at the end of the pass that runs them (core/tensor_parallel.hpp). Never in a
+  // schedule: the pass's action includes them, as Megatron-LM runs them inside the layer.
+  kTensorParallel,
 };
 
 // Backward or BackwardInput: the action that consumes the output gradient and produces the
@@ -53,8 +58,9 @@ inline bool is_backward(Op op) {
 
 enum class Payload : uint8_t { kNone, kActivation, kGradient };
 
-enum class StreamKind : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3 };
-inline constexpr int kStreamsPerDevice = 4;
+enum class StreamKind : uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kCollective = 3, kTensor = 4 };
+inline constexpr int kStreamsPerDevice = 4;  // the streams a schedule's actions run on
+inline constexpr int kTimelineStreams = 5;   // and a timeline's tensor-parallel events (kTensor)
 
 struct Action {
   Op op = Op::kForward;
@@ -69,11 +75,11 @@ struct Action {
 
 StreamKind stream_of(Op op);
 const char* op_name(Op op);           // "forward", "backward", ...
-const char* op_letter(Op op);         // "F", "B", "R", "S", "V", "AR", "U", "I", "W"
+const char* op_letter(Op op);         // "F", "B", "R", "S", "V", "AR", "U", "I", "W", "TP"
 const char* payload_name(Payload p);  // "none", "activation", "gradient"
 bool parse_op(const std::string& name, Op& out);
 bool parse_payload(const std::string& name, Payload& out);
-const char* stream_name(StreamKind s);  // "compute", "send", "recv", "collective"
+const char* stream_name(StreamKind s);  // "compute", "send", "recv", "collective", "tensor"
 
 // Short human label such as "F s1 mb3 v0" or "S act s1->s2 mb3".
 std::string describe(const Action& a);

@@ -260,6 +260,8 @@ void CompiledSchedule::index_action(Links& l, int id, const std::string& origin)
       cell = id;
       break;
     }
+    case Op::kTensorParallel:
+      fail(id, origin, "tensor-parallel collectives are timeline events, not schedule actions");
   }
 }
 

@@ -172,9 +172,9 @@ Action action_from_json(const JsonView& j) {
   j.allow_only({"op", "payload", "stage", "mb", "peer_stage", "bucket", "step", "version"});
   Action a;
   const std::string op = j.string("op");
-  if (!parse_op(op, a.op)) {
+  if (!parse_op(op, a.op) || a.op == Op::kTensorParallel) {
     j.at("op").fail(fmt::format("unknown op \"{}\" (forward, backward, recompute, send, recv, "
-                                "allreduce, optimizer_step)",
+                                "allreduce, optimizer_step, backward_input, backward_weight)",
                                 op));
   }
   const std::string payload = j.string_or("payload", "none");

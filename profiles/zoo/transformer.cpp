@@ -312,6 +312,10 @@ const std::vector<Preset<Gpt2Config>>& gpt2_presets() {
       {"774m", {36, 1280, 20, 50257, 1024, 1024, 0.1}},  // = large
       {"xl", {48, 1600, 25, 50257, 1024, 1024, 0.1}},
       {"1.5b", {48, 1600, 25, 50257, 1024, 1024, 0.1}},  // = xl
+      // Megatron-LM's GPT-2 configurations for model parallelism (Shoeybi et al. 2019, Table 2):
+      // heads divisible by the tensor-parallel sizes 2, 4 and 8 (gpt2:1.5b's 25 are not).
+      {"2.5b", {54, 1920, 20, 50257, 1024, 1024, 0.1}},
+      {"8.3b", {72, 3072, 32, 50257, 1024, 1024, 0.1}},
   };
   return presets;
 }
