@@ -81,7 +81,7 @@ Gantt gantt_from_timeline(const Timeline& t, size_t max_events) {
   g.total_events = t.events.size();
   // Rows: every (device, stream) with an event, in device then stream order.
   std::vector<std::vector<int>> row_of(static_cast<size_t>(t.num_devices()),
-                                       std::vector<int>(kStreamsPerDevice, -1));
+                                       std::vector<int>(kTimelineStreams, -1));
   for (const auto& e : t.events) {
     if (e.device < 0 || e.device >= t.num_devices()) {
       throw InputError(
@@ -90,7 +90,7 @@ Gantt gantt_from_timeline(const Timeline& t, size_t max_events) {
     row_of[static_cast<size_t>(e.device)][static_cast<size_t>(stream_of(e.action.op))] = 0;
   }
   for (int d = 0; d < t.num_devices(); ++d) {
-    for (int s = 0; s < kStreamsPerDevice; ++s) {
+    for (int s = 0; s < kTimelineStreams; ++s) {
       int& r = row_of[static_cast<size_t>(d)][static_cast<size_t>(s)];
       if (r < 0) continue;
       r = static_cast<int>(g.rows.size());

@@ -87,6 +87,9 @@ std::string role_caption(const RunGroup& g, Role r) {
 std::string Page::run_article(size_t index, const RunGroup& g) {
   std::string out =
       fmt::format("<article class=\"run\" id=\"run-{}\"><h3>{}</h3>", index, html_escape(g.key));
+  if (!g.layout.empty()) {
+    out += fmt::format("<p class=\"layout\">layout: {}</p>", html_escape(g.layout));
+  }
   out += run_comparison(index, g);
   out += "<div class=\"side-by-side\">";
   for (Role r : {kPredicted, kMeasured}) {

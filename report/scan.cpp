@@ -137,11 +137,29 @@ bool timeline_async(const Timeline& t) {
 
 namespace {
 
+// A plan file's layout in one line (RunGroup::layout), read from its fields alone.
+std::string layout_text(const JsonView& plan) {
+  const auto stages = plan.find("stages");
+  std::string text = fmt::format("{}, K={} x dp {}", plan.string_or("schedule", "?"),
+                                 stages ? std::to_string(stages->size()) : std::string("?"),
+                                 plan.int32_or("dp", 1));
+  if (auto tp = plan.find("tensor_parallel")) {
+    const int t = tp->int32_or("size", 1);
+    if (t > 1) text += fmt::format(" x t={}", t);
+    if (tp->bool_or("sequence_parallel", false)) text += " (sequence parallel)";
+    if (tp->bool_or("selective_recompute", false)) text += ", selective recompute";
+  }
+  text += fmt::format(", M={}", plan.int32_or("chunks", 1));
+  if (plan.bool_or("distributed_optimizer", false)) text += ", distributed optimizer";
+  return text;
+}
+
 struct Scanner {
   const ReportOptions& options;
   ReportInputs& out;
   std::map<std::string, RunGroup> runs;
   std::map<std::string, double> plan_batch;  // run key -> batch size
+  std::map<std::string, std::string> plan_layout;  // run key -> RunGroup::layout
 
   // The member of run n.key with `role` and n.number, added when new.
   RunMember& member(const RunName& n, Role role) {
@@ -220,6 +238,7 @@ struct Scanner {
       add_metrics(rel, doc);
     } else if (format == "pipetwin.plan") {
       plan_batch[parse_run_name(rel).key] = view.positive("batch_size");
+      plan_layout[parse_run_name(rel).key] = layout_text(view);
       out.not_shown.push_back(rel);
     } else if (format.rfind("pipetwin.", 0) == 0) {
       out.not_shown.push_back(rel);
@@ -261,6 +280,7 @@ struct Scanner {
 void Scanner::finish() {
   for (auto& [key, g] : runs) {
     if (auto it = plan_batch.find(key); it != plan_batch.end()) g.samples_per_step = it->second;
+    if (auto it = plan_layout.find(key); it != plan_layout.end()) g.layout = it->second;
     const double samples = g.samples_per_step > 0 ? g.samples_per_step : 1;
     for (Role r : {kPredicted, kMeasured}) {
       auto& list = g.members[r];

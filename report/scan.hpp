@@ -82,6 +82,9 @@ struct RunGroup {
   // The member drawn and compared, by Role (see the header comment); -1 when there is none.
   std::array<int, 2> chosen = {-1, -1};
   double samples_per_step = 0;  // from the run's plan; 0 when there is none
+  // The plan's layout, from its file: "1f1b, K=4 x dp 2 x t=2 (sequence parallel), M=16,
+  // distributed optimizer"; empty without a plan.
+  std::string layout;
 
   const RunMember* pick(Role r) const;
   const TimelineFile* timeline(Role r) const;  // of the chosen member; nullptr when none

@@ -145,6 +145,18 @@ TEST(ReportPageRepeats, MainJobFolderShowsThePairAndTheVerdict) {
               1e6 * in.runs[0].timeline(kMeasured)->gantt.end_s, 1e-3);
 }
 
+TEST_F(ReportPage, RunShowsItsPlansLayout) {
+  EXPECT_EQ(render().find("<p class=\"layout\">"), std::string::npos);  // no plan file yet
+  test::write_text(dir_.file("run/X.plan.json"),
+                   R"({"format": "pipetwin.plan", "version": 1, "schedule": "1f1b",
+                       "batch_size": 64, "chunks": 16, "dp": 2, "stages": [{}, {}, {}, {}],
+                       "tensor_parallel": {"size": 2, "sequence_parallel": true},
+                       "distributed_optimizer": true})");
+  EXPECT_NE(render().find("<p class=\"layout\">layout: 1f1b, K=4 x dp 2 x t=2 (sequence "
+                          "parallel), M=16, distributed optimizer</p>"),
+            std::string::npos);
+}
+
 TEST_F(ReportPage, WrittenAtomically) {
   const std::string out = dir_.file("out/report.html");
   std::filesystem::create_directories(dir_.path() / "out");

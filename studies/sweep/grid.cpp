@@ -114,6 +114,26 @@ std::vector<Knob> make_knobs() {
                "yes or no: GPU-to-GPU copies direct or through host memory (a what-if)", 0, 0,
                false, yes_no_words, [](C& c, S t, double) { c.p2p = t; },
                [](const C& c) { return c.p2p; }});
+  k.push_back({"tp", KnobType::kInt,
+               "tensor-parallel size t: every stage on a group of t devices (vit, bert, gpt2)", 1,
+               1024, false, nullptr, [](C& c, S, double v) { c.tp = static_cast<int>(v); },
+               [](const C& c) { return show_int(c.tp); },
+               [](const C& c) { return c.tp != 1; }});
+  k.push_back({"sequence_parallel", KnobType::kWord, "yes or no: sequence parallelism (with tp > 1)",
+               0, 0, false, yes_no_words,
+               [](C& c, S t, double) { c.sequence_parallel = t == "yes"; },
+               [](const C& c) { return std::string(c.sequence_parallel ? "yes" : "no"); },
+               [](const C& c) { return c.sequence_parallel; }});
+  k.push_back({"selective_recompute", KnobType::kWord,
+               "yes or no: the attention core recomputed in the backward", 0, 0, false,
+               yes_no_words, [](C& c, S t, double) { c.selective_recompute = t == "yes"; },
+               [](const C& c) { return std::string(c.selective_recompute ? "yes" : "no"); },
+               [](const C& c) { return c.selective_recompute; }});
+  k.push_back({"distributed_optimizer", KnobType::kWord,
+               "yes or no: optimizer state sharded over dp (ZeRO-1)", 0, 0, false, yes_no_words,
+               [](C& c, S t, double) { c.distributed_optimizer = t == "yes"; },
+               [](const C& c) { return std::string(c.distributed_optimizer ? "yes" : "no"); },
+               [](const C& c) { return c.distributed_optimizer; }});
   return k;
 }
 

@@ -63,6 +63,11 @@ struct PointConfig {
   // the default one (one NIC per node, no switch level, peer-to-peer) with the field set.
   int nics_per_node = 0;
   std::string p2p;
+  // Tensor parallelism and the distributed optimizer (core/plan.hpp, core/tensor_parallel.hpp).
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool selective_recompute = false;
+  bool distributed_optimizer = false;
 
   // The global batch this point runs: micro_batch x chunks x dp when micro_batch is set.
   int resolved_batch() const { return micro_batch > 0 ? micro_batch * chunks * dp : batch; }
@@ -82,6 +87,9 @@ struct Knob {
   void (*apply)(PointConfig& config, const std::string& text, double number) = nullptr;
   // The value of this field in `config`, as the CSV writes it.
   std::string (*show)(const PointConfig& config) = nullptr;
+  // Whether a sweep whose fixed point is `config` lists the field when the grid does not vary it;
+  // null: always (the fields added later appear only when set, so older sweeps keep their CSV).
+  bool (*listed)(const PointConfig& config) = nullptr;
 };
 
 // The knob table, in the order the CSV lists fixed fields.

@@ -44,7 +44,9 @@ Sweep::Sweep(Grid grid, SweepInputs inputs) : grid_(std::move(grid)), inputs_(st
       Catalog::load(inputs_.catalog_dir.empty() ? Catalog::default_dir() : inputs_.catalog_dir);
   for (const auto& a : grid_.axes()) order_.push_back(a.knob);
   for (const auto& k : knobs()) {
-    if (grid_.axis(k.name) == nullptr) order_.push_back(&k);
+    if (grid_.axis(k.name) == nullptr && (k.listed == nullptr || k.listed(inputs_.base))) {
+      order_.push_back(&k);
+    }
   }
   check_batch_fields();
   elastic_ = grid_.axis("alpha") != nullptr || inputs_.base.alpha >= 0;
@@ -111,6 +113,9 @@ void Sweep::resolve_models() {
       for (const auto& dtype : values("dtype", inputs_.base.dtype)) {
         for (const auto& optimizer : values("optimizer", inputs_.base.optimizer)) {
           resolve_one(model, device, {dtype, optimizer, ""}, axis != nullptr);
+          for (const TensorParallel& tp : tensor_parallel_values()) {
+            resolve_shard(model, device, {dtype, optimizer, "", tp}, axis != nullptr);
+          }
         }
       }
     }
@@ -123,11 +128,49 @@ void Sweep::resolve_one(const std::string& model, const std::string& device,
     Profile p = resolve_profile(model, inputs_.profile_path, device, precision);
     if (inputs_.base.model.empty() && !model_axis) inputs_.base.model = p.model;
     const std::string& key = model_axis ? model : inputs_.base.model;
-    profiles_[{key, device, precision.dtype, precision.optimizer}] = std::move(p);
+    profiles_[{key, device, precision.dtype, precision.optimizer, describe(TensorParallel{})}] =
+        std::move(p);
   } catch (const InputError& e) {
     const std::string what = e.what();
     if (!model_axis || what.rfind("--model: ", 0) != 0) throw;
     throw InputError("--grid: model: " + what.substr(9));
+  }
+}
+
+// Every tensor-parallel setting the grid can name but the whole model's.
+std::vector<TensorParallel> Sweep::tensor_parallel_values() const {
+  std::vector<PointConfig> configs = {inputs_.base};
+  for (const char* name : {"tp", "sequence_parallel", "selective_recompute"}) {
+    const Axis* a = grid_.axis(name);
+    if (a == nullptr) continue;
+    std::vector<PointConfig> next;
+    for (const auto& c : configs) {
+      for (size_t i = 0; i < a->values.size(); ++i) {
+        PointConfig v = c;
+        a->knob->apply(v, a->values[i], a->numbers[i]);
+        next.push_back(v);
+      }
+    }
+    configs = std::move(next);
+  }
+  std::vector<TensorParallel> out;
+  for (const auto& c : configs) {
+    const TensorParallel tp{c.tp, c.sequence_parallel, c.selective_recompute};
+    if (tp != TensorParallel{} && std::find(out.begin(), out.end(), tp) == out.end())
+      out.push_back(tp);
+  }
+  return out;
+}
+
+// A shard's profile, or why the point cannot have one (a row's error, not the sweep's).
+void Sweep::resolve_shard(const std::string& model, const std::string& device,
+                          const ResolveOptions& o, bool model_axis) {
+  const std::string& key = model_axis ? model : inputs_.base.model;
+  const std::array<std::string, 5> k = {key, device, o.dtype, o.optimizer, describe(o.tensor_parallel)};
+  try {
+    profiles_[k] = resolve_profile(model, inputs_.profile_path, device, o);
+  } catch (const InputError& e) {
+    shard_errors_[k] = e.what();
   }
 }
 
@@ -136,7 +179,10 @@ const Cluster& Sweep::cluster(const std::string& name) const {
 }
 
 const Profile& Sweep::profile(const PointConfig& c, const std::string& device) const {
-  return profiles_.at({c.model, device, c.dtype, c.optimizer});
+  const TensorParallel tp{c.tp, c.sequence_parallel, c.selective_recompute};
+  const std::array<std::string, 5> key = {c.model, device, c.dtype, c.optimizer, describe(tp)};
+  if (auto bad = shard_errors_.find(key); bad != shard_errors_.end()) throw InputError(bad->second);
+  return profiles_.at(key);
 }
 
 PointConfig Sweep::config(int64_t index) const {
@@ -189,7 +235,13 @@ Evaluation Sweep::evaluate(const PointConfig& c) const {
     return Evaluation::failure(error.what());
   }
   r.model = c.model;
-  r.profile = profile(c, r.cluster.device.name);
+  try {
+    r.profile = profile(c, r.cluster.device.name);
+  } catch (const InputError& error) {
+    return Evaluation::failure(error.what());
+  }
+  r.tensor_parallel = r.profile.tensor_parallel;
+  r.distributed_optimizer = c.distributed_optimizer;
   r.catalog = &catalog_;
   r.stages = c.stages;
   r.schedule = c.schedule;

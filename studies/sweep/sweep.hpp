@@ -84,6 +84,9 @@ class Sweep {
   void resolve_models();
   void resolve_one(const std::string& model, const std::string& device,
                    const ResolveOptions& precision, bool model_axis);
+  void resolve_shard(const std::string& model, const std::string& device, const ResolveOptions& o,
+                     bool model_axis);
+  std::vector<TensorParallel> tensor_parallel_values() const;
   void check_batch_fields() const;
   // A whole elastic run of point `c`: the elastic columns, or an error text.
   std::string run_elastic(const PointConfig& c, CsvRow& columns) const;
@@ -99,8 +102,9 @@ class Sweep {
   std::vector<const Knob*> order_;  // knob columns: grid fields, then the others
   bool elastic_ = false;            // alpha is set: every point is also an elastic run
   std::map<std::string, Cluster> clusters_;
-  // (model, device, dtype, optimizer)
-  std::map<std::array<std::string, 4>, Profile> profiles_;
+  // (model, device, dtype, optimizer, tensor-parallel shard: describe(TensorParallel))
+  std::map<std::array<std::string, 5>, Profile> profiles_;
+  std::map<std::array<std::string, 5>, std::string> shard_errors_;  // shards that cannot be made
 };
 
 }  // namespace pipetwin::sim
