@@ -312,7 +312,7 @@ CsvRow Sweep::row(int64_t index) const {
   row.push_back(std::to_string(p.chunks));
   row.push_back(std::to_string(p.micro_batch_size()));
   row.push_back(std::to_string(p.batch_size));
-  row.push_back(std::to_string(p.dp * p.devices_per_replica()));
+  row.push_back(std::to_string(p.dp * p.devices_per_replica() * p.tp()));
   row.push_back(fmt::format("{}", e.iteration_time_s));
   row.push_back(fmt::format("{}", e.throughput_samples_per_s));
   row.push_back(fmt::format("{}", e.bubble_fraction));
