@@ -301,6 +301,24 @@ std::string no_fit_line(const Plan& p, const ResolvedRequest& q, const NoFitErro
 
 namespace {
 
+// Why the request's tensor-parallel groups cannot be placed: more devices than the cluster has,
+// or (groups placed one after another) a group across two nodes without leave.
+std::string tensor_parallel_error(const PlanRequest& r) {
+  const int t = r.tensor_parallel.size;
+  if (t < 2) return "";
+  const Cluster& c = r.cluster;
+  if (r.dp * r.stages * t > c.num_devices()) {
+    return fmt::format("--tp {}: dp x K x t = {} x {} x {} = {} devices, cluster \"{}\" has {}", t,
+                       r.dp, r.stages, t, r.dp * r.stages * t, c.name, c.num_devices());
+  }
+  if (!r.tp_across_nodes && c.devices_per_node % t != 0) {
+    return fmt::format("--tp {} does not divide the {} devices of a node of \"{}\": a group would "
+                       "span nodes (--tp-across-nodes allows it)",
+                       t, c.devices_per_node, c.name);
+  }
+  return "";
+}
+
 // Why `r` cannot be planned at all (ResolvedRequest::error), in the order a user fixes flags; sets
 // q.v and q.stage_device on the way.
 std::string request_error(const PlanRequest& r, ResolvedRequest& q) {
@@ -328,6 +346,7 @@ std::string request_error(const PlanRequest& r, ResolvedRequest& q) {
   if (r.batch_size % r.dp != 0) {
     return fmt::format("--batch {} is not divisible by --dp {}", r.batch_size, r.dp);
   }
+  if (std::string why = tensor_parallel_error(r); !why.empty()) return why;
   if (r.chunks <= 0) return "";  // auto: each M is asked in turn
   if (r.batch_size % (r.dp * r.chunks) != 0) {
     return fmt::format("--batch {} is not divisible by dp x chunks = {} x {}", r.batch_size, r.dp,

@@ -51,6 +51,11 @@ expect_error "bad_time.json: profile.layers[2].timings[0].forward_s: expected a 
 expect_error "bad_schedule.json: schedule: unknown schedule \"zigzag\"" "$bin" simulate --plan "$tmp/bad_schedule.json"
 expect_error "bad_link.json: cluster.intra_node_link.bandwidth: expected a positive number" "$bin" simulate --plan "$tmp/bad_link.json"
 expect_error "bad_format.json: format: expected \"pipetwin.plan\"" "$bin" simulate --plan "$tmp/bad_format.json"
+# Tensor parallelism: the split the model cannot take, sequence parallelism without it, a group
+# across nodes, a plan whose profile is not the shard it says.
+expect_error "--tp: gpt2:1.5b: 25 attention heads of layer \"block0.attn\" are not divisible by the tensor-parallel size 2" "$bin" plan --model gpt2:1.5b --cluster dgx-h100 --tp 2 -K 2 -B 8 -o "$tmp/tp.json"
+expect_error "--sequence-parallel needs --tp > 1" "$bin" plan --model gpt2:tiny --cluster dgx-h100 --sequence-parallel -o "$tmp/tp.json"
+expect_error "--tp 3 does not divide the 8 devices of a node of \"hgx-h200-2node\"" "$bin" plan --model gpt2:tiny,dim=192,heads=6,vocab=1152 --cluster hgx-h200-2node --tp 3 -K 3 -B 6 -o "$tmp/tp.json"
 expect_error "truncated.json:1:" "$bin" simulate --plan "$tmp/truncated.json"
 expect_error "missing.json: cannot open" "$bin" simulate --plan "$tmp/missing.json"
 
