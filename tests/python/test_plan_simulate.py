@@ -140,3 +140,20 @@ def test_elastic_replay_equals_the_cli_report(cli, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_tensor_parallel_keywords():
+    # --tp, --sequence-parallel and --distributed-optimizer are keywords like the CLI's flags: a
+    # t = 2 plan of GPT-2 tiny (8 heads) on a DGX H100 holds half the weights per device.
+    kw = dict(model="gpt2:tiny,heads=8", cluster="dgx-h100", stages=2, schedule="1f1b", batch=16,
+              chunks=4, dtype="bfloat16", optimizer="adam")
+    whole = pipetwin.plan(**kw)
+    shard = pipetwin.plan(**kw, tp=2, sequence_parallel=True, distributed_optimizer=True, dp=2)
+    doc = shard.to_dict()
+    assert doc["tensor_parallel"] == {"size": 2, "sequence_parallel": True}
+    assert doc["distributed_optimizer"] is True
+    whole_params = sum(l["param_bytes"] for l in whole.to_dict()["profile"]["layers"])
+    shard_params = sum(l["param_bytes"] for l in doc["profile"]["layers"])
+    assert 0.5 <= shard_params / whole_params < 0.6
+    with pytest.raises(pipetwin.InputError, match="--sequence-parallel needs --tp > 1"):
+        pipetwin.plan(**kw, sequence_parallel=True)
