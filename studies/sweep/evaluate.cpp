@@ -27,7 +27,12 @@ void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e)
   for (size_t d = 0; d < peaks.size(); ++d)
     e.peak_memory_max_bytes = std::max(e.peak_memory_max_bytes, peaks[d] + framework[d]);
   const auto pools = memory_pools(ctx.plan.cluster, ctx.placement, peaks);
-  e.physical_units = physical_units(ctx.plan.cluster, ctx.placement);
+  // Every GPU of every tensor-parallel group (placement holds each group's first).
+  std::vector<int> gpus;
+  for (int first : ctx.placement) {
+    for (int i = 0; i < ctx.plan.tp(); ++i) gpus.push_back(first + i);
+  }
+  e.physical_units = physical_units(ctx.plan.cluster, gpus);
   const MemoryPool* worst = tightest_pool(pools);
   e.capacity_bytes = worst ? worst->capacity_bytes : ctx.plan.cluster.device.memory_bytes;
   e.fits = !worst || worst->need_bytes <= worst->capacity_bytes;
