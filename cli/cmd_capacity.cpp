@@ -218,7 +218,7 @@ void add_capacity_command(CLI::App& app) {
   using F = PlanFlag;
   add_plan_flags(cmd, &a->flags,
                  {F::kModel, F::kProfile, F::kCatalog, F::kDtype, F::kOptimizer, F::kBatch,
-                  F::kPartitioner, F::kFramework});
+                  F::kPartitioner, F::kFramework, F::kDistributedOptimizer});
   cmd->get_option("--batch")->required()->default_str("");  // no default: the user's batch
   cmd->get_option("--partitioner")
       ->description(
@@ -236,6 +236,11 @@ void add_capacity_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--checkpoint-modes", a->checkpoint_modes, "checkpoint modes to try")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--tp-sizes", a->tp_sizes,
+                  "tensor-parallel sizes to try, with sequence parallelism (those the model splits "
+                  "and that divide a node)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--budget", a->budget, "most the fastest plan may cost (0: no limit)");

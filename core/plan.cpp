@@ -59,6 +59,12 @@ void Plan::validate_placement(const Bad& bad) const {
   } else if (static_cast<int>(placement.size()) != groups) {
     bad("placement", fmt::format("{} entries for dp x devices = {}", placement.size(), groups));
   }
+  if (t > 1 && cluster.device.core_sharing >= 2) {
+    bad("tensor_parallel",
+        fmt::format("the devices of cluster \"{}\" are stream sets, {} to a GPU: a tensor-parallel "
+                    "group needs t GPUs of its own",
+                    cluster.name, cluster.device.core_sharing));
+  }
   std::set<int> used;
   for (int g = 0; g < groups; ++g) {
     const int first = placement.empty() ? g * t : placement[static_cast<size_t>(g)];

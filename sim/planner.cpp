@@ -311,6 +311,11 @@ std::string tensor_parallel_error(const PlanRequest& r) {
     return fmt::format("--tp {}: dp x K x t = {} x {} x {} = {} devices, cluster \"{}\" has {}", t,
                        r.dp, r.stages, t, r.dp * r.stages * t, c.name, c.num_devices());
   }
+  if (c.device.core_sharing >= 2) {
+    return fmt::format("--tp {}: the devices of \"{}\" are stream sets, {} to a GPU; a "
+                       "tensor-parallel group needs GPUs of its own",
+                       t, c.name, c.device.core_sharing);
+  }
   if (!r.tp_across_nodes && c.devices_per_node % t != 0) {
     return fmt::format("--tp {} does not divide the {} devices of a node of \"{}\": a group would "
                        "span nodes (--tp-across-nodes allows it)",

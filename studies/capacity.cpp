@@ -69,7 +69,9 @@ PlanRequest layout_request(const Layout& x, const CapacityTarget& t, const Capac
                      .partitioner = x.partitioner ? *x.partitioner : "uniform",
                      .dp = x.dp,
                      .checkpoint = x.checkpoint,
-                     .framework = r.framework};
+                     .framework = r.framework,
+                     .tensor_parallel = t.tensor_parallel,
+                     .distributed_optimizer = r.distributed_optimizer};
 }
 
 namespace {
@@ -124,6 +126,35 @@ void choose(ClusterCapacity& out, const CapacityTarget& t, const CapacityRequest
   if (!out.fits) explain_no_fit(out, t, r, s);
 }
 
+// Folds the search of one tensor-parallel size into the cluster's: the faster plan (then fewer
+// GPUs) and the cheaper one (then the faster), the first searched on ties; counts add up.
+void merge_search(ClusterSearch& into, const ClusterSearch& other) {
+  const SearchCounts& o = other.counts;
+  SearchCounts& c = into.counts;
+  c.layouts += o.layouts;
+  c.memory_bound += o.memory_bound;
+  c.time_bound += o.time_bound;
+  c.no_fit += o.no_fit;
+  c.refused += o.refused;
+  c.simulated += o.simulated;
+  if (into.first_error.empty()) into.first_error = other.first_error;
+  const auto gpu_seconds = [](const Evaluation& e) { return e.iteration_time_s * e.physical_units; };
+  if (other.fastest_found &&
+      (!into.fastest_found || other.fastest.iteration_time_s < into.fastest.iteration_time_s ||
+       (other.fastest.iteration_time_s == into.fastest.iteration_time_s &&
+        other.fastest.physical_units < into.fastest.physical_units))) {
+    into.fastest = other.fastest;
+    into.fastest_found = true;
+  }
+  if (other.cheapest_found &&
+      (!into.cheapest_found || gpu_seconds(other.cheapest) < gpu_seconds(into.cheapest) ||
+       (gpu_seconds(other.cheapest) == gpu_seconds(into.cheapest) &&
+        other.cheapest.iteration_time_s < into.cheapest.iteration_time_s))) {
+    into.cheapest = other.cheapest;
+    into.cheapest_found = true;
+  }
+}
+
 void check_request(const CapacityRequest& r) {
   if (r.catalog == nullptr) throw InputError("capacity: no hardware catalog");
   if (r.batch < 1) throw InputError(fmt::format("--batch must be positive ({} given)", r.batch));
@@ -138,6 +169,30 @@ void check_request(const CapacityRequest& r) {
   if (r.partitioners.empty()) throw InputError("--partitioner: give at least one partitioner");
   for (const auto& p : r.partitioners) make_partitioner(p);
   if (r.checkpoints.empty()) throw InputError("--checkpoint-modes: give at least one mode");
+  for (int t : r.tp_sizes) {
+    if (t < 1) throw InputError(fmt::format("--tp-sizes: sizes must be positive ({} given)", t));
+  }
+}
+
+// The cluster once more per tensor-parallel size t > 1 the model splits and a node's devices
+// divide, with the shard's profile and sequence parallelism.
+void add_tensor_parallel_targets(const CapacityTarget& whole, const CapacityRequest& r,
+                                 std::vector<CapacityTarget>& targets) {
+  for (int t : r.tp_sizes) {
+    // A group needs t GPUs of a node, not stream sets of one (Plan::validate).
+    if (t < 2 || whole.cluster.devices_per_node % t != 0 || whole.cluster.device.core_sharing >= 2)
+      continue;
+    ResolveOptions o = r.precision;
+    o.tensor_parallel = {t, true, false};
+    CapacityTarget shard = whole;
+    try {
+      shard.profile = resolve_profile(r.model, r.profile_path, whole.cluster.device, o);
+    } catch (const InputError&) {
+      continue;  // the model has no split, or not t ways (tensor_parallel_refusal)
+    }
+    shard.tensor_parallel = o.tensor_parallel;
+    targets.push_back(std::move(shard));
+  }
 }
 
 std::vector<CapacityTarget> load_targets(const CapacityRequest& r) {
@@ -155,7 +210,8 @@ std::vector<CapacityTarget> load_targets(const CapacityRequest& r) {
     }
     t.price = price->second;
     t.profile = resolve_profile(r.model, r.profile_path, t.cluster.device, r.precision);
-    targets.push_back(std::move(t));
+    targets.push_back(t);
+    add_tensor_parallel_targets(t, r, targets);
   }
   return targets;
 }
@@ -169,6 +225,7 @@ CapacityReport plan_capacity(const CapacityRequest& r) {
   const std::vector<ClusterSearch> results = search_capacity(targets, r);
   CapacityReport report;
   for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].tensor_parallel.size > 1) continue;  // merged into its cluster's below
     const CapacityTarget& t = targets[i];
     ClusterCapacity c;
     c.cluster = t.cluster.name;
@@ -178,7 +235,11 @@ CapacityReport plan_capacity(const CapacityRequest& r) {
     c.devices = physical_units(t.cluster, all);  // GPUs, not their stream sets
     c.price_per_gpu_hour = t.price;
     c.capacity_bytes = t.cluster.device.memory_bytes;
-    choose(c, t, r, results[i]);
+    ClusterSearch best = results[i];
+    for (size_t j = i + 1; j < targets.size() && targets[j].tensor_parallel.size > 1; ++j) {
+      merge_search(best, results[j]);
+    }
+    choose(c, t, r, best);
     report.clusters.push_back(std::move(c));
   }
   for (size_t i = 0; i < report.clusters.size(); ++i) {

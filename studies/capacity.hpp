@@ -79,6 +79,10 @@ struct CapacityRequest {
   double budget = 0;      // most the fastest plan may cost; 0: no limit
   int jobs = 0;           // worker threads; 0: hardware concurrency
   Framework framework{};  // the framework's overheads every plan carries (core/framework.hpp)
+  // Tensor-parallel sizes searched (core/plan.hpp), each with sequence parallelism when t > 1:
+  // those the model splits (profiles/zoo/tensor_parallel.hpp) and that divide a node's devices.
+  std::vector<int> tp_sizes = {1, 2, 4, 8};
+  bool distributed_optimizer = false;  // every plan with ZeRO-1 over its replicas
 };
 
 struct CapacityChoice {

@@ -22,6 +22,8 @@ CapacityRequest CapacityOptions::request(const Catalog& catalog) const {
   q.budget = budget;
   q.jobs = jobs;
   q.framework = flags.framework_terms();
+  q.tp_sizes = tp_sizes;
+  q.distributed_optimizer = flags.distributed_optimizer;
   return q;
 }
 

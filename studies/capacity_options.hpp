@@ -17,11 +17,13 @@
 namespace pipetwin::sim {
 
 struct CapacityOptions {
-  PlanOptions flags;  // model, profile, catalog, dtype, optimizer, batch, framework
+  // model, profile, catalog, dtype, optimizer, batch, framework, distributed_optimizer
+  PlanOptions flags;
   std::vector<std::string> partitioners = default_capacity_partitioners();
   std::vector<std::string> clusters, schedules = default_capacity_schedules();
   std::vector<std::string> checkpoint_modes = {"none", "except_last", "always"};
-  std::string prices;  // "": <catalog>/prices.json
+  std::vector<int> tp_sizes = {1, 2, 4, 8};  // tensor-parallel sizes to try (CapacityRequest)
+  std::string prices;                        // "": <catalog>/prices.json
   int jobs = 0;
   double samples = 0, epochs = 1, budget = 0;
 

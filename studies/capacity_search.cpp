@@ -194,6 +194,20 @@ void try_layout(const Pending& p, const CapacityTarget& t, ClusterState& c,
   offer(c, r, e, p.layout);
 }
 
+// The profile the bounds read: with the distributed optimizer, optimizer state and step divided by
+// the widest dp the target allows, so that the bounds stay below every layout's figures.
+Profile bound_profile(const CapacityTarget& t, const CapacityRequest& r) {
+  Profile p = t.profile;
+  if (!r.distributed_optimizer) return p;
+  const double widest = std::max(1, t.cluster.num_devices() / t.tensor_parallel.size);
+  for (auto& l : p.layers) {
+    l.optimizer_bytes /= widest;
+    l.optimizer_step_s /= widest;
+    l.optimizer_new_version_s /= widest;
+  }
+  return p;
+}
+
 // The layouts of every cluster that pass the memory bound, best time bound first.
 std::vector<Pending> bound_layouts(const std::vector<CapacityTarget>& targets,
                                    std::vector<std::unique_ptr<ClusterState>>& clusters,
@@ -203,7 +217,8 @@ std::vector<Pending> bound_layouts(const std::vector<CapacityTarget>& targets,
     const CapacityTarget& t = targets[i];
     ClusterState& c = *clusters[i];
     const double scale = base_plan(layout_request(Layout{}, t, r)).compute_scale;
-    c.bounds = std::make_unique<LayoutBounds>(t.profile, t.cluster, scale, r.batch, r.framework);
+    c.bounds = std::make_unique<LayoutBounds>(bound_profile(t, r), t.cluster, scale, r.batch,
+                                              r.framework);
     const LayoutBounds& bounds = *c.bounds;
     CostOptions o;
     o.compute_scale = scale;
@@ -221,8 +236,9 @@ std::vector<Pending> bound_layouts(const std::vector<CapacityTarget>& targets,
       // A partitioner that places stages itself may leave devices unused: count one GPU.
       const bool own_placement = *x.partitioner == "pipedream-dp" ||
                                  *x.partitioner == "mixed-pipe" || *x.partitioner == "metis";
-      pending.push_back(
-          {i, l, bounds.time_s(shape), own_placement ? 1 : gpus_of(t.cluster, x.stages * x.dp)});
+      pending.push_back({i, l, bounds.time_s(shape),
+                         own_placement ? 1
+                                       : gpus_of(t.cluster, x.stages * x.dp * t.tensor_parallel.size)});
     }
   }
   std::stable_sort(pending.begin(), pending.end(),
@@ -258,8 +274,8 @@ void run_pool(const std::vector<Pending>& pending, const std::vector<CapacityTar
 }
 
 SpaceRequest space_of(const CapacityTarget& t, const CapacityRequest& r) {
-  return {t.cluster.num_devices(), t.profile.num_layers(), r.batch, &r.schedules,
-          &r.partitioners,         r.checkpoints};
+  return {t.cluster.num_devices() / t.tensor_parallel.size, t.profile.num_layers(), r.batch,
+          &r.schedules, &r.partitioners, r.checkpoints};
 }
 
 }  // namespace

@@ -39,11 +39,14 @@ namespace pipetwin::sim {
 
 struct CapacityRequest;  // studies/capacity.hpp
 
-// One cluster to search, with the model's profile on its device and its price per GPU-hour.
+// One cluster to search, with the model's profile on its device and its price per GPU-hour; with
+// tensor parallelism (t > 1) the profile is one shard's and every layout's device is a group of t
+// GPUs (the search's D is the cluster's devices over t).
 struct CapacityTarget {
   Cluster cluster;
   Profile profile;
   double price = 0;
+  TensorParallel tensor_parallel{};
 };
 
 // What became of a cluster's layouts.

@@ -54,7 +54,10 @@ std::vector<Layout> capacity_layouts(const SpaceRequest& s) {
 
 std::string plan_summary(const Plan& p) {
   const int k = p.devices_per_replica(), v = p.num_stages() / std::max(1, k);
-  return fmt::format("K={} dp={} M={} {}{}{} {}", k, p.dp, p.chunks, p.schedule,
+  const std::string tp = p.tp() > 1 ? fmt::format(" t={}{}", p.tp(),
+                                                  p.tensor_parallel.sequence_parallel ? " sp" : "")
+                                    : std::string();
+  return fmt::format("K={}{} dp={} M={} {}{}{} {}", k, tp, p.dp, p.chunks, p.schedule,
                      v > 1 ? fmt::format(" v={}", v) : "",
                      p.checkpoint == Checkpoint::kNone
                          ? ""

@@ -99,7 +99,8 @@ py::list capacity_verb(const py::kwargs& kwargs) {
   using P = sim::PlanOption;  // the plan options `pipetwin capacity` takes
   bind_plan_flags(
       o, a.flags,
-      {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch, P::kFramework});
+      {P::kModel, P::kProfile, P::kCatalog, P::kDtype, P::kOptimizer, P::kBatch, P::kFramework,
+       P::kDistributedOptimizer});
   o.words("partitioner", a.partitioners);
   a.samples_given = o.has("samples");
   o.real("samples", a.samples);
@@ -108,6 +109,7 @@ py::list capacity_verb(const py::kwargs& kwargs) {
   o.words("clusters", a.clusters);
   o.words("schedules", a.schedules);
   o.words("checkpoint_modes", a.checkpoint_modes);
+  o.integers("tp_sizes", a.tp_sizes);
   o.real("budget", a.budget);
   o.integer("jobs", a.jobs);
   o.finish();

@@ -3,6 +3,7 @@
 //
 // Keywords are the CLI's: model, profile, catalog, dtype, optimizer, batch (required), partitioner
 // (a list or "a,b"), samples (required), epochs, prices, clusters, schedules, checkpoint_modes,
+// tp_sizes (a list of ints), distributed_optimizer,
 // budget, jobs. The result is one row per line of the capacity.csv that `-o DIR` writes — per
 // objective ("fastest", "cheapest") one row per cluster in rank order, and an objective "none" row
 // per cluster where nothing fits — with the same columns as values (numbers as numbers, empty
