@@ -65,8 +65,9 @@ def plan(**options):
     int), batch (B, 8), chunks (M: an int or "auto"), partitioner ("uniform"), dp (1),
     checkpoint_mode ("none", "except_last", "always"), checkpoint (bool), frozen (0), iterations,
     framework (a framework file: its overheads added to the plan's times, docs/framework-fit.md),
-    schedules (schedule="auto"'s candidates: a list or "a,b"), allow_oom (bool), output (also
-    write the plan JSON there).
+    tp (tensor-parallel size, 1), sequence_parallel, selective_recompute, tp_across_nodes,
+    distributed_optimizer (bools; docs/tensor-parallel.md), schedules (schedule="auto"'s
+    candidates: a list or "a,b"), allow_oom (bool), output (also write the plan JSON there).
     """
     with _profile_file(options):
         return _pipetwin._plan(**options)
@@ -322,6 +323,7 @@ def capacity(**options):
 
     Keywords: model, profile, catalog, dtype, optimizer, batch (required), samples (per epoch,
     required), epochs (1), partitioner (partitioners to try: a list or "a,b"; default optimal,
-    balance-time, balance-size), prices, clusters, schedules, checkpoint_modes, budget, jobs.
+    balance-time, balance-size), prices, clusters, schedules, checkpoint_modes, tp_sizes
+    (tensor-parallel sizes to try; default 1, 2, 4, 8), distributed_optimizer, budget, jobs.
     """
     return _frame(_pipetwin._capacity(**options))
