@@ -109,9 +109,11 @@ void run_run(const RunArgs& given) {
   const exec::ExecResult r = exec::execute_plan(plan, o, dist.get());
   if (!a.save_parameters.empty()) {
     std::filesystem::create_directories(a.save_parameters);
+    // A tensor-parallel rank saves its shard: replica{r}_stage{s}_tp{k}.pt.
+    const std::string shard = plan.tp() > 1 ? fmt::format("_tp{}", r.tp_rank) : "";
     for (const auto& [key, tensors] : r.parameters) {
       exec::save_tensors(
-          fmt::format("{}/replica{}_stage{}.pt", a.save_parameters, key.first, key.second),
+          fmt::format("{}/replica{}_stage{}{}.pt", a.save_parameters, key.first, key.second, shard),
           tensors);
     }
     for (const auto& [key, tensors] : r.stage_copies) {

@@ -11,6 +11,8 @@ namespace {
 constexpr double kInitStd = 0.02;
 constexpr double kLayerNormEps = 1e-12;
 
+}  // namespace
+
 TransformerStyle bert_style(const BertConfig& c) {
   TransformerStyle s;
   s.dim = c.hidden;
@@ -22,6 +24,8 @@ TransformerStyle bert_style(const BertConfig& c) {
   s.init_std = s.proj_std = kInitStd;
   return s;
 }
+
+namespace {
 
 class BertEmbedImpl : public torch::nn::Module {
  public:

@@ -27,10 +27,14 @@
 
 #include <cstdint>
 
-#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
+#include "models/layers.hpp"
+#include "profiles/zoo/configs.hpp"
 
 namespace pipetwin::models {
+
+// The Transformer sub-layers' style of config c (models/tensor_parallel_model.cpp shards them).
+TransformerStyle bert_style(const zoo::BertConfig& c);
 
 LayeredModel build_bert(const zoo::BertConfig& c, torch::Dtype dtype, uint64_t seed);
 

@@ -13,6 +13,8 @@ namespace {
 constexpr double kInitStd = 0.02;
 constexpr double kLayerNormEps = 1e-5;
 
+}  // namespace
+
 TransformerStyle gpt2_style(const Gpt2Config& c) {
   TransformerStyle s;
   s.dim = c.dim;
@@ -27,6 +29,8 @@ TransformerStyle gpt2_style(const Gpt2Config& c) {
   s.proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.layers));
   return s;
 }
+
+namespace {
 
 class Gpt2EmbedImpl : public torch::nn::Module {
  public:

@@ -37,10 +37,14 @@
 
 #include <cstdint>
 
-#include "profiles/zoo/configs.hpp"
 #include "models/layered_model.hpp"
+#include "models/layers.hpp"
+#include "profiles/zoo/configs.hpp"
 
 namespace pipetwin::models {
+
+// The Transformer sub-layers' style of config c (models/tensor_parallel_model.cpp shards them).
+TransformerStyle gpt2_style(const zoo::Gpt2Config& c);
 
 LayeredModel build_gpt2(const zoo::Gpt2Config& c, torch::Dtype dtype, uint64_t seed);
 

@@ -38,3 +38,6 @@ endif()
 # The op-level model's micro-benchmark (exec/profile/microbench.hpp), a binary of its own.
 pipetwin_add_test(exec_microbench_tests exec_microbench_test.cpp
   LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)
+# Tensor parallelism (models/tensor_parallel_model.hpp): shards in threads, and TP x PP over Gloo.
+pipetwin_add_test(exec_tensor_parallel_tests exec_tensor_parallel_test.cpp
+  LIBS pipetwin_exec pipetwin_models pipetwin_sim pipetwin_profiles pipetwin_core)

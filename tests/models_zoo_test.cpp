@@ -314,8 +314,8 @@ TEST(ModelsZoo, EveryPresetIsBuiltAsItsDescriptorSaysLayerForLayer) {
       ++presets;
     }
   }
-  // vit 7, bert 6, gpt2 9, resnet 5 CIFAR + 3 ImageNet, unet, mlp
-  EXPECT_EQ(presets, 7 + 6 + 9 + 8 + 1 + 1);
+  // vit 7, bert 6, gpt2 11, resnet 5 CIFAR + 3 ImageNet, unet, mlp
+  EXPECT_EQ(presets, 7 + 6 + 11 + 8 + 1 + 1);
   for (const char* name :
        {"vit:test,layers=3,hidden=64,dropout=0.1", "bert:tiny,layers=1,seq=8,dropout=0.1",
         "gpt2:tiny,layers=3,dim=32,vocab=40,seq=6,ctx=8", "resnet:depth=14,norm=group,image=8",

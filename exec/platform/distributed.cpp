@@ -72,6 +72,17 @@ Distributed::Distributed(const DistributedEnv& env, std::chrono::milliseconds ti
   world_ = make_group("world", env.rank, env.world_size);
 }
 
+Distributed::Distributed(Distributed& parent, const std::vector<int>& ranks,
+                         const std::string& name)
+    : env_(parent.env_), timeout_(parent.timeout_) {
+  const auto pos = std::find(ranks.begin(), ranks.end(), parent.rank());
+  if (pos == ranks.end()) throw std::logic_error("Distributed: this rank is not in the sub-job");
+  env_.rank = static_cast<int>(pos - ranks.begin());
+  env_.world_size = static_cast<int>(ranks.size());
+  store_ = c10::make_intrusive<c10d::PrefixStore>(name, parent.store_);
+  world_ = make_group("world", env_.rank, env_.world_size);
+}
+
 c10::intrusive_ptr<CommGroup> Distributed::make_group(const std::string& prefix, int rank,
                                                       int size) {
 #ifndef USE_C10D_GLOO

@@ -50,6 +50,11 @@ class Distributed {
   // Connects to the rendezvous and joins the world group; throws an InputError in a build
   // without Gloo.
   Distributed(const DistributedEnv& env, std::chrono::milliseconds timeout);
+  // A sub-job of `parent`: its ranks `ranks` (sorted, containing the parent's rank) numbered
+  // 0..n-1 in that order, with a world group of their own and the parent's store under the prefix
+  // `name` (a tensor-parallel slice, exec/platform/tp_comm.hpp). Every rank in `ranks` builds it;
+  // it lives no longer than `parent`.
+  Distributed(Distributed& parent, const std::vector<int>& ranks, const std::string& name);
 
   const DistributedEnv& env() const { return env_; }
   int rank() const { return env_.rank; }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "core/schedule/generators.hpp"
+#include "exec/platform/c10d_control_plane.hpp"
+#include "exec/platform/tp_comm.hpp"
 #include "exec/runtime/session.hpp"
 #include "exec/runtime/timeline_exchange.hpp"
 
@@ -13,6 +15,16 @@ int device_rank(int device, int devices, int world) {
 }
 
 ExecResult execute_plan(const Plan& plan, const ExecOptions& opt, Distributed* dist) {
+  if (plan.tp() > 1 && dist != nullptr) {
+    TensorParallelJob job =
+        join_tensor_parallel(*dist, plan.tp(), plan.dp * plan.devices_per_replica());
+    ExecOptions o = opt;
+    o.tp_comm = job.comm;
+    C10dControlPlane control(*job.slice);
+    ExecResult r = execute_plan(plan, o, control);
+    r.tp_rank = job.tp_rank;
+    return r;
+  }
   const std::unique_ptr<ControlPlane> control = make_control_plane(dist);
   return execute_plan(plan, opt, *control);
 }

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -28,6 +29,10 @@
 #include "exec/runtime/autocast.hpp"
 #include "exec/runtime/loss_scaler.hpp"
 #include "exec/runtime/optimizer.hpp"
+
+namespace pipetwin::models {
+class TpComm;
+}
 
 namespace pipetwin::exec {
 
@@ -63,6 +68,10 @@ struct ExecOptions {
   // With check_liveness: check against the walk of this schedule (same shape) instead of the
   // plan's own; a test of the check names another one to see it fail. Empty: the plan's.
   std::string check_liveness_against;
+  // Tensor parallelism (Plan::tensor_parallel, plan.tp() > 1): this rank's group, through which
+  // its stages' shards communicate (models/tensor_parallel_model.hpp). execute_plan(plan, options,
+  // dist) sets it from the job's layout (exec/platform/tp_comm.hpp); null: t = 1.
+  std::shared_ptr<models::TpComm> tp_comm;
 };
 
 struct ExecResult {
@@ -75,9 +84,15 @@ struct ExecResult {
   std::map<std::pair<int, int>, std::vector<at::Tensor>> parameters;
   // The other copies of replicated stages hosted here: (replica, stage, copy k >= 1) -> tensors.
   std::map<std::tuple<int, int, int>, std::vector<at::Tensor>> stage_copies;
+  // With tensor parallelism, the parameters are this rank's shards, of group member tp_rank.
+  int tp_rank = 0;
 };
 
-// `dist` null: a single process hosting every device.
+// `dist` null: a single process hosting every device. With plan.tp() = t > 1 the job has
+// dp x devices_per_replica x t ranks, rank (replica * devices_per_replica + device) * t + tp_rank
+// running schedule device `device`'s shard tp_rank (exec/platform/tp_comm.hpp: each tp_rank's
+// ranks form a slice that runs the pipeline as a job of their own); the result is the slice's,
+// and the job's rank 0 (slice 0's rank 0) holds the timeline and reports.
 ExecResult execute_plan(const Plan& plan, const ExecOptions& options, Distributed* dist = nullptr);
 // The same over a given control plane (and transport: null, the one `control` makes).
 ExecResult execute_plan(const Plan& plan, const ExecOptions& options, ControlPlane& control,

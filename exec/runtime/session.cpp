@@ -19,6 +19,7 @@
 #include "exec/runtime/board.hpp"
 #include "exec/runtime/loss_scaler.hpp"
 #include "exec/runtime/worker.hpp"
+#include "models/tensor_parallel_model.hpp"
 #include "models/zoo.hpp"
 #include "sim/planner.hpp"
 
@@ -134,6 +135,24 @@ std::vector<at::Tensor> layer_outputs_like(models::LayeredModel& model, const at
   return out;
 }
 
+// Tensor parallelism (models/tensor_parallel_model.hpp) needs the job's group and a model with
+// tensor-parallel layers.
+void check_tensor_parallel(const Plan& plan, const ExecOptions& opt,
+                           const models::LayeredModel& model) {
+  if (plan.tp() == 1) return;
+  if (!opt.tp_comm) {
+    throw InputError(fmt::format(
+        "tensor_parallel: size {} runs one process per shard; run with --nproc (dp x devices x "
+        "{}) ranks, not in threads of one process",
+        plan.tp(), plan.tp()));
+  }
+  if (opt.tp_comm->size() != plan.tp()) {
+    throw std::logic_error(fmt::format("session: a tensor-parallel group of {} for tp {}",
+                                       opt.tp_comm->size(), plan.tp()));
+  }
+  models::check_tensor_parallel(model, plan.tp(), plan.tensor_parallel.sequence_parallel);
+}
+
 // What a precision needs of the plan and the job (exec/runtime/autocast.hpp,
 // exec/runtime/loss_scaler.hpp).
 void check_precision(const Plan& plan, const ExecOptions& opt, const PipelineShape& sh,
@@ -232,6 +251,7 @@ void PipelineSession::build(std::shared_ptr<BatchSource> data, const TransportFa
   check_plan_matches_model(plan, *model_);
   check_edges_match_model(plan, *model_);
   check_frozen_prefix(plan, *model_);
+  check_tensor_parallel(plan, opt, *model_);
   {
     std::vector<std::vector<int>> layers;
     for (const auto& st : ctx.stages) layers.push_back(st.layers);
@@ -263,6 +283,15 @@ void PipelineSession::build(std::shared_ptr<BatchSource> data, const TransportFa
   if (opt.autocast != at::ScalarType::Undefined && on_cpu)
     check_cpu_autocast_trains(*model_, data_->example_input(), opt.autocast);
   like_ = layer_outputs_like(*model_, data_->example_input(), opt.autocast);
+  if (plan.tp() > 1) {
+    // What crosses a stage boundary on a rank is its shard (sequence parallelism).
+    for (size_t l = 0; l < like_.size(); ++l) {
+      like_[l] = at::empty(
+          models::tensor_parallel_output_shape(*model_, static_cast<int>(l), like_[l].sizes(),
+                                               plan.tp(), plan.tensor_parallel.sequence_parallel),
+          like_[l].options());
+    }
+  }
   build_runtimes(ctx);
 }
 
@@ -326,18 +355,24 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
       spec.autocast_device = autocast_device_type(options_.device);
       spec.loss_scaling = options_.loss_scaling || options_.autocast == at::kHalf;
       spec.loss_scaler = options_.loss_scaler;
-      auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers,
-                      where] {
+      // With tensor parallelism: the shards of the whole model built as one process builds it.
+      auto factory = [name = plan_.model, dtype, seed = options_.seed, layers = spec.layers, where,
+                      tp = options_.tp_comm, sp = plan_.tensor_parallel.sequence_parallel] {
         models::LayeredModel m = models::build_model(name, dtype, seed);
         std::vector<torch::nn::AnyModule> out;
-        for (int l : layers) out.push_back(m.layers[static_cast<size_t>(l)].module);
+        if (tp) {
+          out = models::tensor_parallel_layers(m, layers, tp, sp);
+        } else {
+          for (int l : layers) out.push_back(m.layers[static_cast<size_t>(l)].module);
+        }
         if (!where.is_cpu()) {
           for (auto& module : out) module.ptr()->to(where);
         }
         return out;
       };
-      auto loss = [model = model_.get()](const at::Tensor& y, const at::Tensor& t) {
-        return model->per_sample_loss(y, t);
+      auto loss = [model = model_.get(), tp = options_.tp_comm](const at::Tensor& y,
+                                                                const at::Tensor& t) {
+        return tp ? models::tensor_parallel_loss(*model, y, t, *tp) : model->per_sample_loss(y, t);
       };
       runtimes_.push_back(std::make_unique<StageRuntime>(spec, factory, options_.optimizer, loss));
       by_device_[d][s] = runtimes_.back().get();

@@ -11,6 +11,7 @@
 #include "exec/train/checkpointer.hpp"
 #include "exec/train/train_data.hpp"
 #include "exec/train/train_run.hpp"
+#include "models/tensor_parallel.hpp"
 
 namespace pipetwin::exec {
 
@@ -23,6 +24,23 @@ void expect_same(const JsonView& v, const char* key, const T& mine, const char* 
   if (stored != mine) {
     v.at(key).fail(
         fmt::format("{}, but this run has {} {}", Json(stored).dump(), flag, Json(mine).dump()));
+  }
+}
+
+// The tensor-parallel slices (exec/platform/tp_comm.hpp) resume one step: every rank of a group
+// learns the group's lowest and highest checkpoint step (-1: none).
+void slices_agree(models::TpComm& tp, int64_t step, const std::string& dir) {
+  at::Tensor high = at::full({1}, static_cast<double>(step), at::kDouble);
+  at::Tensor low = -high;
+  tp.all_reduce(high, models::TpComm::Op::kMax);
+  tp.all_reduce(low, models::TpComm::Op::kMax);
+  const auto lo = static_cast<int64_t>(-low.item<double>());
+  const auto hi = static_cast<int64_t>(high.item<double>());
+  if (lo != hi) {
+    throw InputError(fmt::format(
+        "--resume: {}: the tensor-parallel slices' checkpoints are of steps {} and {} (the run "
+        "stopped between their manifests); they cannot resume together",
+        dir, lo, hi));
   }
 }
 
@@ -224,7 +242,12 @@ void Checkpointer::write() {
     failure = std::current_exception();
   }
   run_.agree(failure, what + " (manifest)", false);
-  // 3. What no manifest names any more.
+  // 3. What no manifest names any more: with tensor parallelism, once every slice's manifest
+  // names this step (each group's all-reduce passes when all its slices have got here).
+  if (const auto& tp = run_.options.exec.tp_comm) {
+    at::Tensor here = at::ones({1}, at::kDouble);
+    tp->all_reduce(here, models::TpComm::Op::kSum);
+  }
   if (rank == 0) remove_unreferenced(dir, m);
   p.last_checkpoint = p.step;
 }
@@ -254,6 +277,7 @@ int64_t Checkpointer::resume() {
   const std::string& dir = run_.options.checkpoint_dir;
   const std::string manifest_path = dir + "/" + kManifestName;
   const std::optional<Manifest> m = read_manifest(dir);
+  if (const auto& tp = run_.options.exec.tp_comm) slices_agree(*tp, m ? m->step : -1, dir);
   if (!m) throw InputError(fmt::format("--resume: {}: no checkpoint to resume", manifest_path));
   // An elastic run may continue on fewer ranks (a rank was lost, --on-rank-loss continue).
   const bool fewer = m->world != run_.session->world();

@@ -9,6 +9,7 @@
 #include "exec/train/train_data.hpp"
 #include "exec/train/train_run.hpp"
 #include "models/layered_model.hpp"
+#include "models/tensor_parallel_model.hpp"
 
 namespace pipetwin::exec {
 
@@ -72,10 +73,16 @@ void Evaluator::evaluate(double sums[4]) {
       if (!rt->spec().last) continue;
       const at::Tensor& y = out.back();
       at::NoGradGuard no_grad;
-      sums[0] += model.per_sample_loss(y, target).sum().item<double>();
+      // A tensor-parallel head's output is this rank's shard (models/tensor_parallel_model.hpp).
+      models::TpComm* tp = session.options().tp_comm.get();
+      const at::Tensor loss = tp ? models::tensor_parallel_loss(model, y, target, *tp)
+                                 : model.per_sample_loss(y, target);
+      sums[0] += loss.sum().item<double>();
       sums[3] += static_cast<double>(input.size(0));
       if (model.task != models::Task::kRegression) {
-        sums[1] += (y.argmax(-1) == target).sum().item<double>();
+        const at::Tensor predicted =
+            tp ? models::tensor_parallel_predictions(model, y, *tp) : y.argmax(-1);
+        sums[1] += (predicted == target).sum().item<double>();
         sums[2] += static_cast<double>(target.numel());
       }
     }

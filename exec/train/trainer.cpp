@@ -14,6 +14,8 @@
 #include "core/elastic/transformer_layers.hpp"
 #include "core/error.hpp"
 #include "core/schedule/generators.hpp"
+#include "exec/platform/c10d_control_plane.hpp"
+#include "exec/platform/tp_comm.hpp"
 #include "exec/runtime/session.hpp"
 #include "exec/train/auto_cache.hpp"
 #include "exec/train/checkpoint.hpp"
@@ -57,8 +59,28 @@ void TrainOptions::validate() const {
   if (elastic) elastic->validate();
 }
 
-Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist)
-    : owned_control_(make_control_plane(dist)) {
+Trainer::Trainer(const Plan& plan, TrainOptions options, Distributed* dist) {
+  if (plan.tp() > 1 && dist != nullptr) {
+    if (options.elastic) {
+      throw InputError(fmt::format(
+          "--elastic: not supported with tensor parallelism (tensor_parallel size {})", plan.tp()));
+    }
+    tp_job_ = std::make_unique<TensorParallelJob>(
+        join_tensor_parallel(*dist, plan.tp(), plan.dp * plan.devices_per_replica()));
+    options.exec.tp_comm = tp_job_->comm;
+    // Each slice is a job of its own: its checkpoint folder; tp_rank 0's outputs.
+    if (!options.checkpoint_dir.empty())
+      options.checkpoint_dir += fmt::format("/tp{}", tp_job_->tp_rank);
+    if (tp_job_->tp_rank > 0) {
+      options.log.clear();
+      options.epoch_log.clear();
+      options.freeze_trace.clear();
+      options.verbose = false;
+    }
+    owned_control_ = std::make_unique<C10dControlPlane>(*tp_job_->slice);
+  } else {
+    owned_control_ = make_control_plane(dist);
+  }
   init(plan, std::move(options), *owned_control_, nullptr);
 }
 

@@ -46,6 +46,15 @@
 // rank file, the policy re-plans AutoDP for the devices left, and each layer's state is restored
 // by name into the new plan (exec/train/fewer_ranks.cpp). Any other change of world is refused.
 //
+// Tensor parallelism (plan.tp() = t > 1, models/tensor_parallel_model.hpp): the ranks of one
+// tp_rank form a slice that trains the pipeline on its shards (exec/platform/tp_comm.hpp), and a
+// slice is a job of its own to the trainer: it checkpoints into checkpoint_dir/tp<k>/ (files,
+// manifest and protocol as above, each rank file holding its shard), and only tp_rank 0 writes
+// the log, the epoch log and the freeze trace. The slices of a checkpoint agree over the
+// tensor-parallel groups before any slice removes its previous checkpoint, and a resume checks
+// that every slice's manifest names the same step: a crash between two slices' manifests is
+// refused on resume in one line, naming both steps. Elastic training is refused.
+//
 // Elastic training (PipeTransformer): with TrainOptions::elastic the trainer owns an
 // ElasticPolicy (exec/train/elastic_policy.hpp). The stage runtimes record every optimizer step's
 // per-layer gradient norms; after each window the trainer sums them over the ranks and feeds
@@ -111,6 +120,7 @@ class Distributed;
 class Evaluator;
 class PipelineSession;
 class Transitioner;
+struct TensorParallelJob;
 struct TrainRun;
 struct TrainData;
 }  // namespace pipetwin::exec
@@ -175,7 +185,9 @@ class Trainer {
   // (trainer, global steps done) -> a transition to apply now, or none.
   using Policy = std::function<std::optional<Transition>(const Trainer&, int64_t step)>;
 
-  // `dist` null: one process hosting every device.
+  // `dist` null: one process hosting every device. With plan.tp() > 1, the job's ranks are laid
+  // out as execute_plan's (exec/runtime/executor.hpp): this rank trains its slice's pipeline on
+  // its shards (see "Tensor parallelism" above).
   Trainer(const Plan& plan, TrainOptions options, Distributed* dist = nullptr);
   // Over a given control plane (it outlives the trainer) and transport (null: the one `control`
   // makes, for every session of the run).
@@ -208,6 +220,7 @@ class Trainer {
   void begin_epoch();
   void write_outputs() const;
 
+  std::unique_ptr<TensorParallelJob> tp_job_;    // plan.tp() > 1: this rank's slice and group
   std::unique_ptr<ControlPlane> owned_control_;  // when built from a Distributed*
   std::unique_ptr<TrainRun> run_;
   std::unique_ptr<AutoCache> cache_;
