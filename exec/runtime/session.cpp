@@ -265,8 +265,13 @@ void PipelineSession::build(std::shared_ptr<BatchSource> data, const TransportFa
   for (int d = 0; d < devices; ++d) ranks_.push_back(device_rank(d, devices, world_));
   // Processes on GPUs (several sharing one GPU, the one-GPU machine's case) talk over Gloo, whose
   // transport stages GPU tensors through host memory (exec/platform/c10d_transport.cpp).
+  // A tensor-parallel group's t ranks take t GPUs, d x t .. d x t + t - 1 (the plan's default
+  // placement of group d), not schedule device d's one.
+  const int t = opt.tp_comm ? opt.tp_comm->size() : 1,
+            tp_rank = opt.tp_comm ? opt.tp_comm->rank() : 0;
   for (int d = 0; d < devices; ++d) {
-    if (ranks_[static_cast<size_t>(d)] == rank_) devices_[d] = make_device(opt.device, d);
+    if (ranks_[static_cast<size_t>(d)] == rank_)
+      devices_[d] = make_device(opt.device, d * t + tp_rank);
   }
   build_transport(transport);
   if (data) {
@@ -380,8 +385,8 @@ void PipelineSession::build_runtimes(const PlanContext& ctx) {
   }
 }
 
-void PipelineSession::share(WorkerShared& shared, const Program& prog, Board& board,
-                            int first_step, bool warmup) {
+void PipelineSession::share(WorkerShared& shared, const Program& prog, Board& board, int first_step,
+                            bool warmup) {
   shared.schedule = &prog.cs;
   shared.liveness = &prog.liveness;
   shared.check = prog.check;
