@@ -12,7 +12,8 @@ namespace pipetwin {
 
 double CostModel::tp_collective_s(CollectiveKind kind, double bytes) const {
   if (tp_group_.size() < 2 || bytes <= 0) return 0;
-  const double all_reduce = allreduce_cost(cluster_, links_, bytes, tp_group_).seconds * comm_scale_;
+  const double all_reduce =
+      allreduce_cost(cluster_, links_, bytes, tp_group_).seconds * comm_scale_;
   return kind == CollectiveKind::kAllReduce ? all_reduce : all_reduce / 2;
 }
 

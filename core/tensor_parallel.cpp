@@ -6,16 +6,19 @@ namespace pipetwin {
 
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
   }
   return "?";
 }
 
 bool parse_collective(const std::string& name, CollectiveKind& out) {
-  for (CollectiveKind k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-                           CollectiveKind::kReduceScatter}) {
+  for (CollectiveKind k :
+       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
     if (name == collective_name(k)) {
       out = k;
       return true;

@@ -34,8 +34,8 @@ TEST(ActivationMemory, WholeLayerIs34PlusFiveASOverH) {
 TEST(ActivationMemory, SublayerPartsAsThePaperCountsThem) {
   const double as2b = 25.0 * 1024 * 1024;
   const SublayerActivations att = attention_activations(gpt2_xl());
-  EXPECT_DOUBLE_EQ(att.replicated, 5 * kSbh);  // LN input 2, QKV input 2, dropout mask 1
-  EXPECT_DOUBLE_EQ(att.attention_core, 5 * as2b);  // softmax 2, its mask 1, dropped copy 2
+  EXPECT_DOUBLE_EQ(att.replicated, 5 * kSbh);        // LN input 2, QKV input 2, dropout mask 1
+  EXPECT_DOUBLE_EQ(att.attention_core, 5 * as2b);    // softmax 2, its mask 1, dropped copy 2
   EXPECT_DOUBLE_EQ(att.split, 8 * kSbh + 5 * as2b);  // Q, K 4, V 2, projection input 2
   const SublayerActivations mlp = mlp_activations(gpt2_xl());
   EXPECT_DOUBLE_EQ(mlp.replicated, 5 * kSbh);  // LN input 2, fc1 input 2, dropout mask 1

@@ -51,7 +51,8 @@ TEST(TensorParallelCost, ForwardAddsTheRingAllReduce) {
   // The backward's all-reduce hides behind half the weight-gradient time (0.5 x 4 ms here).
   EXPECT_DOUBLE_EQ(with.tp_backward_s(1, 4), 0);
   const CostModel big(shard(1e7), node4());
-  EXPECT_NEAR(big.tp_backward_s(1, 4), 4e7 / 10e9 + 2e-6 - 0.5 * big.backward_weight_s(1, 4), 1e-15);
+  EXPECT_NEAR(big.tp_backward_s(1, 4), 4e7 / 10e9 + 2e-6 - 0.5 * big.backward_weight_s(1, 4),
+              1e-15);
   const StageCost st = big.stage_cost({0, 1}, 4);
   EXPECT_NEAR(st.tp_forward_s, 2 * (4e7 / 10e9 + 2e-6), 1e-15);
 }
@@ -80,8 +81,9 @@ Plan tp_plan(int t, int K, int dp, bool distributed = false) {
 TEST(TensorParallelPlan, RefusalsNameTheField) {
   Plan p = tp_plan(2, 2, 1);
   p.profile.tensor_parallel = {};
-  EXPECT_NE(input_error([&] { p.validate("plan.json"); })
-                .find("plan.json: tensor_parallel: the plan's (t=2) is not its profile's (t=1)"),
+  EXPECT_NE(input_error([&] {
+              p.validate("plan.json");
+            }).find("plan.json: tensor_parallel: the plan's (t=2) is not its profile's (t=1)"),
             std::string::npos);
   Plan wide = tp_plan(2, 2, 3);  // 3 replicas x 2 stages x 2 = 12 devices on 8
   EXPECT_NE(input_error([&] { wide.validate("plan.json"); }).find("needs 12 devices"),
@@ -162,8 +164,9 @@ TEST(TensorParallelPlan, Gpt2XlOnADgxH100HalvesTheWeightsPerDevice) {
   const sim::SimResult r = sim::simulate_plan(c2);
   EXPECT_GT(r.metrics.iteration_time_s, 0);
   o.model = "gpt2:1.5b";
-  EXPECT_NE(input_error([&] { sim::plan_with_options(o, {}, false); })
-                .find("25 attention heads of layer \"block0.attn\" are not divisible"),
+  EXPECT_NE(input_error([&] {
+              sim::plan_with_options(o, {}, false);
+            }).find("25 attention heads of layer \"block0.attn\" are not divisible"),
             std::string::npos);
 }
 

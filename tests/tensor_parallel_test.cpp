@@ -59,8 +59,8 @@ TEST(TensorParallelShard, SavedActivationsFollowKorthikantiPerSublayer) {
         const ZooModel shard = shard_model(whole, tp);
         const double att = per_device_bytes(attention_activations(x), tp) /
                            per_device_bytes(attention_activations(x), {});
-        const double mlp = per_device_bytes(mlp_activations(x), tp) /
-                           per_device_bytes(mlp_activations(x), {});
+        const double mlp =
+            per_device_bytes(mlp_activations(x), tp) / per_device_bytes(mlp_activations(x), {});
         EXPECT_DOUBLE_EQ(layer(shard, "block1.attn").saved_elems,
                          layer(whole, "block1.attn").saved_elems * att);
         EXPECT_DOUBLE_EQ(layer(shard, "block1.mlp").saved_elems,
@@ -92,8 +92,10 @@ TEST(TensorParallelShard, TwoAllReducesPerBlockEachWay) {
       EXPECT_EQ(s.forward[0].kind, CollectiveKind::kAllGather);
       EXPECT_EQ(s.forward[1].kind, CollectiveKind::kReduceScatter);
       double sp_sent = 0, ar_sent = 0;
-      for (const auto& one : s.forward) sp_sent += ring_bytes_sent(one.kind, t, one.bytes_per_sample);
-      for (const auto& one : c.forward) ar_sent += ring_bytes_sent(one.kind, t, one.bytes_per_sample);
+      for (const auto& one : s.forward)
+        sp_sent += ring_bytes_sent(one.kind, t, one.bytes_per_sample);
+      for (const auto& one : c.forward)
+        ar_sent += ring_bytes_sent(one.kind, t, one.bytes_per_sample);
       EXPECT_DOUBLE_EQ(sp_sent, ar_sent);
     }
     // Four all-reduces per block, each 2 (t - 1) / t s b h elements sent per rank.
@@ -107,8 +109,9 @@ TEST(TensorParallelShard, RefusalsNameTheCount) {
             "gpt2:1.5b: 25 attention heads of layer \"block0.attn\" are not divisible by the "
             "tensor-parallel size 2");
   EXPECT_EQ(tensor_parallel_refusal(describe_model("gpt2:1.5b,heads=32"), {8}), "");
-  EXPECT_NE(input_error([] { shard_model(describe_model("resnet:50"), {2}); })
-                .find("resnet has no split here"),
+  EXPECT_NE(input_error([] {
+              shard_model(describe_model("resnet:50"), {2});
+            }).find("resnet has no split here"),
             std::string::npos);
   EXPECT_NE(tensor_parallel_refusal(describe_model(kGpt), {1, true})
                 .find("sequence parallelism needs tensor parallelism"),
@@ -165,8 +168,9 @@ TEST(TensorParallelProfile, ResolvedThroughTheModelSource) {
   for (const auto& l : shard.layers) ps += l.param_bytes;
   EXPECT_LT(ps, 0.6 * pw);
   o.tensor_parallel = {2};
-  EXPECT_NE(input_error([&] { resolve_profile("resnet:50", "", "h100-sxm", o); })
-                .find("tensor parallelism"),
+  EXPECT_NE(input_error([&] {
+              resolve_profile("resnet:50", "", "h100-sxm", o);
+            }).find("tensor parallelism"),
             std::string::npos);
 }
 

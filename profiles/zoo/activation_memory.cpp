@@ -27,8 +27,8 @@ SublayerActivations mlp_activations(const TransformerActivations& x) {
   const double e = x.elem, mask = x.dropout ? 1.0 : 0.0;
   const double m = x.mlp > 0 ? x.mlp : 4 * x.hidden;
   SublayerActivations a;
-  a.replicated = sbh(x) * (2 * e + mask);                    // LN input, fc1 input, mask
-  a.split = x.seq * x.micro_batch * m * 2 * e;               // fc1 output, GeLU output
+  a.replicated = sbh(x) * (2 * e + mask);       // LN input, fc1 input, mask
+  a.split = x.seq * x.micro_batch * m * 2 * e;  // fc1 output, GeLU output
   return a;
 }
 

@@ -29,12 +29,12 @@
 namespace pipetwin::zoo {
 
 struct TransformerActivations {
-  double seq = 0;         // s
-  double hidden = 0;      // h
-  double heads = 0;       // a
-  double mlp = 0;         // m; 0: 4h
-  double elem = 2;        // bytes per activation element
-  bool dropout = true;    // dropout masks (1 byte per element) and the dropped attention copy
+  double seq = 0;          // s
+  double hidden = 0;       // h
+  double heads = 0;        // a
+  double mlp = 0;          // m; 0: 4h
+  double elem = 2;         // bytes per activation element
+  bool dropout = true;     // dropout masks (1 byte per element) and the dropped attention copy
   double micro_batch = 1;  // b
 };
 

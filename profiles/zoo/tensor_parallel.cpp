@@ -51,15 +51,26 @@ double op_flops(const OpSpec& op) {
 OpSpec shard_op(OpSpec op, TpSplit split, const TensorParallel& tp) {
   const int t = tp.size;
   switch (split) {
-    case TpSplit::column: op.n /= t; break;
-    case TpSplit::row: op.k /= t; break;
-    case TpSplit::heads: op.heads /= t; break;
-    case TpSplit::inner: op.elems /= t; break;
-    case TpSplit::vocab: op.k /= t; break;
+    case TpSplit::column:
+      op.n /= t;
+      break;
+    case TpSplit::row:
+      op.k /= t;
+      break;
+    case TpSplit::heads:
+      op.heads /= t;
+      break;
+    case TpSplit::inner:
+      op.elems /= t;
+      break;
+    case TpSplit::vocab:
+      op.k /= t;
+      break;
     case TpSplit::sequence:
       if (tp.sequence_parallel && !op.per_batch) op.elems /= t;
       break;
-    case TpSplit::none: break;
+    case TpSplit::none:
+      break;
   }
   return op;
 }
@@ -123,7 +134,8 @@ ZooLayer shard_layer(const std::string& family, const ZooLayer& whole, const Ten
   l.params = static_cast<int64_t>(params + 0.5);
   if (flops_all > 0) l.forward_flops = whole.forward_flops * flops_cut / flops_all;
   l.saved_elems = shard_saved(whole, tp);
-  if (whole.saved_elems > 0) l.traffic_elems = whole.traffic_elems * l.saved_elems / whole.saved_elems;
+  if (whole.saved_elems > 0)
+    l.traffic_elems = whole.traffic_elems * l.saved_elems / whole.saved_elems;
   const bool sequence_output =
       whole.kind == "attention" || whole.kind == "mlp" || whole.kind == "embedding";
   if (tp.sequence_parallel && sequence_output) l.output_elems = whole.output_elems / tp.size;
@@ -134,13 +146,20 @@ ZooLayer shard_layer(const std::string& family, const ZooLayer& whole, const Ten
 
 const char* split_name(TpSplit s) {
   switch (s) {
-    case TpSplit::none: return "none";
-    case TpSplit::column: return "column";
-    case TpSplit::row: return "row";
-    case TpSplit::heads: return "heads";
-    case TpSplit::inner: return "inner";
-    case TpSplit::vocab: return "vocab";
-    case TpSplit::sequence: return "sequence";
+    case TpSplit::none:
+      return "none";
+    case TpSplit::column:
+      return "column";
+    case TpSplit::row:
+      return "row";
+    case TpSplit::heads:
+      return "heads";
+    case TpSplit::inner:
+      return "inner";
+    case TpSplit::vocab:
+      return "vocab";
+    case TpSplit::sequence:
+      return "sequence";
   }
   return "?";
 }
@@ -176,9 +195,10 @@ std::string tensor_parallel_refusal(const ZooModel& model, const TensorParallel&
   if (const std::string why = pipetwin::tensor_parallel_refusal(tp); !why.empty()) return why;
   if (tp.size == 1) return "";
   if (!splittable_family(model.family)) {
-    return fmt::format("{}: tensor parallelism splits the transformer families vit, bert and gpt2 "
-                       "as Megatron-LM does; {} has no split here",
-                       model.name, model.family);
+    return fmt::format(
+        "{}: tensor parallelism splits the transformer families vit, bert and gpt2 "
+        "as Megatron-LM does; {} has no split here",
+        model.name, model.family);
   }
   for (const auto& layer : model.layers) {
     for (const auto& op : layer.ops) {
@@ -190,9 +210,10 @@ std::string tensor_parallel_refusal(const ZooModel& model, const TensorParallel&
       if (split == TpSplit::row) count = op.k, what = op.name + " input features";
       if (split == TpSplit::vocab) count = op.k, what = "vocabulary rows";
       if (count > 0 && count % tp.size != 0) {
-        return fmt::format("{}: {} {} of layer \"{}\" are not divisible by the tensor-parallel "
-                           "size {}",
-                           model.name, count, what, layer.name, tp.size);
+        return fmt::format(
+            "{}: {} {} of layer \"{}\" are not divisible by the tensor-parallel "
+            "size {}",
+            model.name, count, what, layer.name, tp.size);
       }
     }
   }
@@ -239,7 +260,8 @@ LayerCollectives layer_collectives(const ZooModel& whole, int l, const TensorPar
     const bool vocab = std::any_of(layer.ops.begin(), layer.ops.end(),
                                    [](const OpSpec& op) { return op.kind == OpKind::embedding; });
     if (vocab) add(c.forward, reduce, layer.output_elems);
-  } else if (const OpSpec* ln = find_op(layer, "ln_f"); ln != nullptr && find_op(layer, "lm_head")) {
+  } else if (const OpSpec* ln = find_op(layer, "ln_f");
+             ln != nullptr && find_op(layer, "lm_head")) {
     if (sp) add(c.forward, CollectiveKind::kAllGather, ln->elems);
     // The vocab-parallel loss: the logits' max, the target's logit and the sum of exponentials,
     // each an all-reduce of one float32 per token.

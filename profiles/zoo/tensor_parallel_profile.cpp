@@ -22,7 +22,7 @@ const LayerTiming& timing_at(const LayerProfile& layer, int micro_batch) {
     if (t.micro_batch == micro_batch) return t;
   }
   throw std::logic_error(fmt::format("tensor-parallel pricing: layer \"{}\" has no micro-batch {}",
-                                  layer.name, micro_batch));
+                                     layer.name, micro_batch));
 }
 
 // The attention core's share of a shard's attention sub-layer forward (by FLOPs): what selective
@@ -63,9 +63,8 @@ void scale_bytes(LayerProfile& l, const LayerProfile& whole, const LayerProfile&
   const double params = ratio(whole.param_bytes, shard.param_bytes);
   l.param_bytes *= params;
   l.optimizer_bytes *= params;
-  const double step = whole.optimizer_step_s > 0
-                          ? ratio(whole.optimizer_step_s, shard.optimizer_step_s)
-                          : params;
+  const double step =
+      whole.optimizer_step_s > 0 ? ratio(whole.optimizer_step_s, shard.optimizer_step_s) : params;
   l.optimizer_step_s *= step;
   l.optimizer_new_version_s *= step;
 }
@@ -114,9 +113,9 @@ Profile shard_profile(const Profile& whole, const ZooModel& model, const TensorP
                                 priced_shard.layers[from].output_bytes_per_sample);
   }
   p.tensor_parallel = tp;
-  p.notes += (p.notes.empty() ? "" : "; ") +
-             fmt::format("tensor-parallel shard ({}) by the ratios of the priced shard",
-                         describe(tp));
+  p.notes +=
+      (p.notes.empty() ? "" : "; ") +
+      fmt::format("tensor-parallel shard ({}) by the ratios of the priced shard", describe(tp));
   return p;
 }
 
