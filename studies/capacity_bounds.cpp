@@ -132,6 +132,34 @@ double LayoutBounds::time_s(const LayoutShape& x) const {
   return slowdown_ * bound;
 }
 
+double LayoutBounds::split_time_s(const LayoutShape& x) const {
+  if (x.asynchronous || x.virtual_stages != 1) return 0;
+  const Sums& s = sums(batch_ / (x.dp * x.chunks));
+  const int m = x.chunks, r = recomputes_per_step(x.checkpoint, m);
+  std::vector<double> work;
+  double hi = 0;
+  for (size_t l = 0; l < s.f_b.size(); ++l) {
+    work.push_back(m * s.f_b[l] + r * s.r[l] + optimizer_[l]);
+    hi += work.back();
+  }
+  // Whether K stages can each stay within `cap`.
+  auto splits_within = [&](double cap) {
+    size_t l = 0;
+    for (int k = 0; k < x.stages && l < work.size(); ++k) {
+      double used = 0;
+      while (l < work.size() && used + work[l] <= cap) used += work[l++];
+    }
+    return l == work.size();
+  };
+  double lo = 0;
+  for (int i = 0; i < 60 && hi - lo > 1e-9 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (splits_within(mid) ? hi : lo) = mid;
+  }
+  // `lo` splits nowhere; a hair below it absorbs the rounding of sums taken in another order.
+  return slowdown_ * lo * (1 - 1e-12);
+}
+
 double least_contention(const CostModel& cost, double micro_batch) {
   double least = std::numeric_limits<double>::infinity();
   for (int l = 0; l < cost.num_layers(); ++l) {

@@ -74,6 +74,14 @@ class LayoutBounds {
   double tensor_capacity_bytes() const { return tensor_capacity_; }
   // Lower bound on the steady iteration time (seconds); 0 for an asynchronous schedule.
   double time_s(const LayoutShape& shape) const;
+  // Lower bound on the steady iteration time of a plan whose K stages are contiguous layer ranges,
+  // one per device (v = 1; 0 otherwise, and for an asynchronous schedule): its busiest device
+  // does at least the work of the fullest stage of the split into K contiguous ranges whose
+  // fullest is least (each layer's m (f_l + b_l) + r_l x recomputes + o_l, by bisection on the
+  // answer with a greedy split, as split_memory_bytes), at the least slow-down. For the
+  // partitioners that cut contiguous stages (optimal, balance-time, balance-size); a device
+  // holding few layers then works well above the mean time_s() takes.
+  double split_time_s(const LayoutShape& shape) const;
 
  private:
   // Sums over the layers at one micro-batch size.

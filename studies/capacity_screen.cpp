@@ -92,16 +92,9 @@ const StageMemory& PartitionScreen::model(const Layout& x, int iterations) {
 }
 
 std::vector<int> PartitionScreen::saved_sets(const Layout& x) {
-  // The planner's model, which the screen then partitions with.
-  const StageMemory& m = model(x, 0);
-  const int stages = x.virtual_stages * x.stages;
-  std::vector<int> out;
-  for (int k = 0; k < stages; ++k) {
-    int most = 0;
-    for (const HeldCounts& c : m.held(k, stages).points()) most = std::max(most, c.graphs);
-    out.push_back(most);
-  }
-  return out;
+  // The planner's model, which the screen then partitions with; its graphs alone, read off the
+  // compute order, so that a layout the bound skips costs no walk.
+  return model(x, 0).most_graphs(x.virtual_stages * x.stages);
 }
 
 Screened PartitionScreen::screen(const Layout& x, const Cluster& cluster, const CostModel& cost,
@@ -114,7 +107,8 @@ Screened PartitionScreen::screen(const Layout& x, const Cluster& cluster, const 
   pr.num_stages = x.virtual_stages * x.stages;
   pr.micro_batch = micro_batch;
   pr.micro_batches = x.chunks;
-  pr.memory = &model(x, 0);  // the planner's: the schedule's default mini-batches
+  pr.memory = &model(x, 0);   // the planner's: the schedule's default mini-batches
+  pr.explain_no_fit = false;  // a NoFitError is a verdict here; its need is not reported
   pr.memory_limit_bytes = tensor_capacity_bytes(cluster);  // the whole memory a stage
   // One stage per device and one device per memory: the planner's limit is the whole memory and
   // it partitions once; else it tries shared_stage_limits() in turn (sim/planner.hpp).

@@ -136,6 +136,12 @@ Plan plan_of(const Screened& seen, const PlanRequest& request) {
   return plan;
 }
 
+// The partitioners whose stages are contiguous layer ranges, one per device
+// (LayoutBounds::split_time_s).
+bool cuts_contiguous(const std::string& partitioner) {
+  return partitioner == "optimal" || partitioner == "balance-time" || partitioner == "balance-size";
+}
+
 // Plans, bounds again and simulates one layout.
 void try_layout(const Pending& p, const CapacityTarget& t, ClusterState& c,
                 const CapacityRequest& r, PartitionScreen& screen) {
@@ -148,6 +154,14 @@ void try_layout(const Pending& p, const CapacityTarget& t, ClusterState& c,
   }
   const Layout& x = c.layouts[p.layout];
   const LayoutShape shape{x.stages, x.dp, x.virtual_stages, x.chunks, x.checkpoint, false};
+  if (cuts_contiguous(*x.partitioner) && !schedule_info(*x.schedule).asynchronous) {
+    const double split_s = c.bounds->split_time_s(shape);
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (split_s > p.bound_s && !may_win(c, r, split_s, p.gpus, p.layout)) {
+      ++c.result.counts.time_bound;
+      return;
+    }
+  }
   if (c.bounds->split_memory_bytes(shape, screen.saved_sets(x)) >
       c.bounds->tensor_capacity_bytes()) {
     std::lock_guard<std::mutex> lock(c.mu);

@@ -6,7 +6,9 @@
 // in the order of their time bound, best first, by a pool of threads; a cluster keeps the best
 // plans found so far (its incumbents). A layout is skipped when its time bound can beat neither:
 // slower than the fastest (or, at equal time, behind it in the tie order) and dearer than the
-// cheapest (time x GPUs x price, the GPUs counted from its K x dp devices). The rest are planned
+// cheapest (time x GPUs x price, the GPUs counted from its K x dp devices); for the partitioners
+// that cut contiguous stages, one per device, the bound is first tightened to the least fullest
+// contiguous split (LayoutBounds::split_time_s), which needs no memory walk. The rest are planned
 // as `pipetwin plan` plans them, memory-aware (sim/planner.hpp: the partitioner gets the
 // schedule's memory model and the device's limit, so a partition that fits is found where one
 // exists); a layout with no partition that fits is counted as such. A planned layout's bound is

@@ -55,6 +55,23 @@ TEST(CapacityBounds, OneDeviceIsItsWorkExactly) {
   EXPECT_EQ(bounds.time_s({1, 1, 1, 4, Checkpoint::kNone, true}), 0);  // asynchronous: none
 }
 
+// Four alike layers of f = 1, b = 2 ms a sample and a 0.5 ms step over K = 3 devices, M = 4
+// micro-batches of 2 samples: a layer's work is 4 x 3 x 2 + 0.5 = 24.5 ms; the least fullest
+// contiguous stage holds two layers, 49 ms, above the mean 4 x 24.5 / 3 ms. With v = 2 or an
+// asynchronous schedule there is no such bound (0).
+TEST(CapacityBounds, ContiguousStagesBoundTheBusiestDevice) {
+  TempDir dir;
+  const Catalogue cat(dir);
+  const Cluster cluster = load_cluster("quad", cat.catalog);
+  const Profile profile = test::synthetic("uniform:layers=4,fwd_ms=1,bwd_ms=2,opt_ms=0.5");
+  const LayoutBounds bounds(profile, cluster, 1.0, 8);
+  const LayoutShape shape{3, 1, 1, 4, Checkpoint::kNone, false};
+  EXPECT_NEAR(bounds.split_time_s(shape), 49 * kMs, 1e-6 * 49 * kMs);
+  EXPECT_LT(bounds.time_s(shape), 49 * kMs * (1 - 1e-3));
+  EXPECT_EQ(bounds.split_time_s({2, 1, 2, 4, Checkpoint::kNone, false}), 0);
+  EXPECT_EQ(bounds.split_time_s({3, 1, 1, 4, Checkpoint::kNone, true}), 0);
+}
+
 // Four layers of 1 MiB of parameters and optimizer state each (s_l = 2 + 1 = 3 MiB) saving 1 MiB
 // a sample. Over K = 2 devices at micro-batch 2: (4 x 3 + 4 x 2) / 2 = 10 MiB; over the two stream
 // sets of one GPU, one memory: 20 MiB. Saved-set counts {2, 1} (1F1B's first and last stage of
@@ -105,7 +122,7 @@ TEST(CapacityBounds, NeverAboveWhatTheyBound) {
   const std::vector<std::string> schedules = default_capacity_schedules();
   const std::vector<std::string> partitioners = {"optimal", "balance-time"};
   PartitionScreen screen;
-  int checked = 0;
+  int checked = 0, split_checked = 0;
   for (int trial = 0; trial < 4; ++trial) {
     const std::string model = random_model(rng);
     for (const std::string name : {"pair", "quad", "streams"}) {
@@ -147,6 +164,9 @@ TEST(CapacityBounds, NeverAboveWhatTheyBound) {
         const LayoutShape shape{x.stages, x.dp, x.virtual_stages, x.chunks, x.checkpoint, false};
         EXPECT_LE(bounds.time_s(shape), t * (1 + 1e-9)) << what;
         EXPECT_LE(plan_time_bound(ctx), t * (1 + 1e-9)) << what;
+        // Contiguous stages, one per device: at or below the plan's own busiest device.
+        EXPECT_LE(bounds.split_time_s(shape), plan_time_bound(ctx) * (1 + 1e-12)) << what;
+        if (x.virtual_stages == 1 && bounds.split_time_s(shape) > 0) ++split_checked;
         double fullest = 0;
         for (const MemoryPool& p : memory_pools(cluster, ctx.placement, sim.memory))
           fullest = std::max(fullest, p.tensor_bytes);
@@ -158,6 +178,7 @@ TEST(CapacityBounds, NeverAboveWhatTheyBound) {
     }
   }
   EXPECT_GT(checked, 100);
+  EXPECT_GT(split_checked, 50);
 }
 
 }  // namespace

@@ -53,14 +53,18 @@ class Balance : public Partitioner {
     for (double w : weights) prefix.push_back(prefix.back() + w);
     const RangeScanner scan(r);
     const int K = r.num_stages;
-    const auto sizes = min_max_split(scan, K, [&](const RangeTerms& t, int stage) {
-      if (scan.memory(t, stage, K) > r.memory_limit_bytes) return kInfinity;
-      return prefix[static_cast<size_t>(t.end)] - prefix[static_cast<size_t>(t.begin)];
-    });
+    RangeFits range_fits(scan, K, r.memory_limit_bytes);
+    const auto sizes = min_max_split(
+        scan, K,
+        [&](const RangeTerms& t, int) {
+          return prefix[static_cast<size_t>(t.end)] - prefix[static_cast<size_t>(t.begin)];
+        },
+        [&](const RangeTerms& t, int stage) { return range_fits(t, stage); });
     if (!sizes.empty()) return contiguous_partition(sizes);
     try {
       check_memory(r, blocked, who);
     } catch (const NoFitError& e) {
+      if (!r.explain_no_fit) throw;
       const LeanestSplit lean = leanest_split(scan, K);
       throw NoFitError(fmt::format("{}; no split into {} stages fits, the leanest needs {:.2f} "
                                    "GiB on stage {}",
@@ -71,7 +75,6 @@ class Balance : public Partitioner {
     throw std::logic_error(who + ": the block partition fits after all");
   }
 
-  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
   bool by_time_;
 };
 

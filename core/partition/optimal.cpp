@@ -23,7 +23,7 @@
 //
 // Thread-safety: stateless.
 #include <cmath>
-#include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -36,8 +36,6 @@ namespace pipetwin {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 class Optimal : public Partitioner {
  public:
   std::string name() const override { return "optimal"; }
@@ -48,14 +46,26 @@ class Optimal : public Partitioner {
     const CostModel& cm = *r.cost;
     const double b = r.micro_batch;
     const int K = r.num_stages;
+    // The transfers of a range depend on its border bytes and its stage: on a chain a range's
+    // input on its first layer, its output on its last, so each is kept per stage (and per last
+    // layer) and priced again only when its bytes differ.
+    Memo fwd_memo(K), bwd_memo(K * (scan.num_layers() + 1));
     auto period = [&](const RangeTerms& t, int stage) {
-      if (r.memory_limit_bytes > 0 && scan.memory(t, stage, K) > r.memory_limit_bytes) return kInf;
       const double in = std::max(0.0, t.in_bytes) * b, out = std::max(0.0, t.out_bytes) * b;
-      const double fwd = in > 0 ? cm.transfer_s(in, stage - 1, stage) : 0;
-      const double bwd = out > 0 ? cm.transfer_s(out, stage, stage + 1) : 0;
+      const double fwd =
+          in > 0 ? fwd_memo.get(stage, in, [&] { return cm.transfer_s(in, stage - 1, stage); }) : 0;
+      const double bwd = out > 0
+                             ? bwd_memo.get(t.end * K + stage, out,
+                                            [&] { return cm.transfer_s(out, stage, stage + 1); })
+                             : 0;
       return stage_period(t.compute_s, fwd, bwd);
     };
-    const std::vector<int> sizes = min_max_split(scan, r.num_stages, period);
+    // The memory walk's peak is the costly half: asked only of ranges that would improve.
+    RangeFits range_fits(scan, K, r.memory_limit_bytes);
+    auto fits = [&](const RangeTerms& t, int stage) {
+      return r.memory_limit_bytes <= 0 || range_fits(t, stage);
+    };
+    const std::vector<int> sizes = min_max_split(scan, r.num_stages, period, fits);
     if (sizes.empty()) throw_no_fit(r, scan, who);
     Partition p = contiguous_partition(sizes);
     check_memory(r, p, who);
@@ -63,9 +73,33 @@ class Optimal : public Partitioner {
   }
 
  private:
+  // The last value priced in each slot and the bytes it was priced for.
+  class Memo {
+   public:
+    explicit Memo(int slots) : bytes_(static_cast<size_t>(slots), -1.0), value_(bytes_.size()) {}
+    template <class Price>
+    double get(int slot, double bytes, Price price) {
+      const auto i = static_cast<size_t>(slot);
+      if (bytes_[i] != bytes) {
+        bytes_[i] = bytes;
+        value_[i] = price();
+      }
+      return value_[i];
+    }
+
+   private:
+    std::vector<double> bytes_, value_;
+  };
+
   // No split fits: report the split with the smallest largest stage memory, and its stage.
   [[noreturn]] static void throw_no_fit(const PartitionRequest& r, const RangeScanner& scan,
                                         const std::string& who) {
+    if (!r.explain_no_fit) {
+      throw NoFitError(
+          fmt::format("{}: no split into {} contiguous stages fits the {:.2f} GiB limit", who,
+                      r.num_stages, r.memory_limit_bytes / kGiB),
+          0, r.memory_limit_bytes, "");
+    }
     const LeanestSplit lean = leanest_split(scan, r.num_stages);
     throw NoFitError(
         fmt::format("{}: no split into {} contiguous stages fits the {:.2f} GiB limit; the best "

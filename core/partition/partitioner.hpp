@@ -72,6 +72,11 @@ struct PartitionRequest {
   const StageMemory* memory = nullptr;
   int in_flight = 1;      // without a model: micro-batches whose activations a stage holds at once
   int micro_batches = 1;  // M per optimizer step; one all-reduce per step (pipedream-dp)
+  // Whether a NoFitError states the leanest split's need (need_bytes, where), which costs a
+  // program over every split's memory (range_terms.hpp leanest_split) in optimal, balance-time
+  // and balance-size. false: a caller that only asks whether a partition fits (capacity's
+  // screen, studies/capacity_screen.hpp) gets the error with need_bytes 0.
+  bool explain_no_fit = true;
   // Predicted iteration time of a candidate (lower is better; +inf: cannot run). Empty:
   // bottleneck_time. Used by partitioners that pick among candidates (mixed-pipe).
   std::function<double(const Partition&)> evaluate;

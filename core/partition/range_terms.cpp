@@ -1,5 +1,5 @@
-// RangeScanner (range_terms.hpp) and, in the same translation unit, StageMemory
-// (stage_memory.hpp): the memory of a range at a pipeline position is what the two share.
+// RangeScanner (range_terms.hpp): a range's terms as it grows, its memory at a pipeline position
+// (StageMemory, stage_memory.cpp), and the leanest split.
 #include "core/partition/range_terms.hpp"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "core/memory_walk.hpp"
 #include "core/plan.hpp"
+#include "core/schedule/builder.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/liveness.hpp"
@@ -117,6 +118,36 @@ double RangeScanner::memory(const RangeTerms& t, int stage, int num_stages) cons
   return r_.memory->bytes(bytes(t), stage, num_stages);
 }
 
+bool RangeScanner::fits(const RangeTerms& t, int stage, int num_stages, double limit) const {
+  if (r_.memory == nullptr) return !(memory(t) > limit);
+  return r_.memory->held(stage, num_stages).within(bytes(t), limit);
+}
+
+bool RangeFits::operator()(const RangeTerms& t, int stage) {
+  const StageMemory* model = scan_.model();
+  if (model == nullptr) return scan_.fits(t, stage, stages_, limit_);
+  if (held_.empty()) {
+    for (int k = 0; k < stages_; ++k) held_.push_back(&model->held(k, stages_));
+    any_ = &model->any_position(stages_);
+    floor_ = model->floor(stages_);
+  }
+  if (t.begin != begin_ || t.end != end_) {
+    begin_ = t.begin;
+    end_ = t.end;
+    priced_ = PricedBytes(scan_.bytes(t));
+    // As lower_everywhere(): the floor point, idle. NaN (no bound) compares false: the
+    // positions decide one by one.
+    const bool none =
+        floor_ != nullptr && priced_.nonnegative &&
+        priced_.bytes.static_bytes + std::max(0.0, floor_->bytes(priced_.bytes, 0.0)) > limit_;
+    verdict_ = any_->upper(priced_) <= limit_ ? Verdict::kEvery
+               : none                         ? Verdict::kNone
+                                              : Verdict::kEach;
+  }
+  if (verdict_ != Verdict::kEach) return verdict_ == Verdict::kEvery;
+  return held_[static_cast<size_t>(stage)]->within(priced_, limit_);
+}
+
 StageBytes RangeScanner::bytes(const RangeTerms& t) const {
   const double b = r_.micro_batch;
   StageBytes s;
@@ -148,240 +179,6 @@ LeanestSplit leanest_split(const RangeScanner& scan, int K) {
     begin = t.end;
   }
   return out;
-}
-
-// ---- StageMemory ----------------------------------------------------------------------------
-
-bool HeldCounts::covers(const HeldCounts& o) const {
-  return (pass == o.pass || o.pass == kIdle) && inputs >= o.inputs && graphs >= o.graphs &&
-         stashed >= o.stashed && received_in >= o.received_in && received_out >= o.received_out;
-}
-
-namespace {
-
-// The working bytes of each pass, indexed by WalkPass.
-std::array<double, 4> working_of(const StageBytes& b) {
-  std::array<double, 4> w{};
-  w[static_cast<size_t>(WalkPass::kForward)] = b.forward_ws;
-  w[static_cast<size_t>(WalkPass::kForwardNoGrad)] = b.forward_nograd_ws;
-  w[static_cast<size_t>(WalkPass::kBackward)] = b.backward_ws;
-  return w;
-}
-
-}  // namespace
-
-double HeldCounts::bytes(const StageBytes& b) const {
-  return bytes(b, working_of(b)[static_cast<size_t>(pass)]);
-}
-
-void HeldSet::add(const HeldCounts& c) {
-  if (has_last_ && last_.covers(c)) return;
-  last_ = c;
-  has_last_ = true;
-  for (const HeldCounts& p : points_) {
-    if (p.covers(c)) return;
-  }
-  std::erase_if(points_, [&](const HeldCounts& p) { return c.covers(p); });
-  points_.push_back(c);
-}
-
-void HeldSet::merge(const HeldSet& other) {
-  for (const HeldCounts& c : other.points_) add(c);
-}
-
-double HeldSet::bytes(const StageBytes& b) const {
-  if (points_.empty()) return kInf;
-  const std::array<double, 4> working = working_of(b);
-  double most = 0;
-  for (const HeldCounts& c : points_) {
-    most = std::max(most, c.bytes(b, working[static_cast<size_t>(c.pass)]));
-  }
-  return b.static_bytes + most;
-}
-
-int HeldSet::most_inputs() const {
-  int most = 0;
-  for (const HeldCounts& c : points_) most = std::max(most, c.inputs);
-  return most;
-}
-
-void DeviceHeldSet::add(const DeviceCounts& c) {
-  auto covers = [](const DeviceCounts& a, const DeviceCounts& b) {
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].covers(b[i])) return false;
-    }
-    return true;
-  };
-  if (!last_.empty() && covers(last_, c)) return;
-  last_ = c;
-  for (const DeviceCounts& p : points_) {
-    if (covers(p, c)) return;
-  }
-  std::erase_if(points_, [&](const DeviceCounts& p) { return covers(c, p); });
-  points_.push_back(c);
-}
-
-double DeviceHeldSet::bytes(const std::vector<StageBytes>& stages) const {
-  if (points_.empty()) return kInf;
-  double most = 0, fixed = 0;
-  for (const StageBytes& b : stages) fixed += b.static_bytes;
-  for (const DeviceCounts& p : points_) {
-    double sum = 0;
-    for (size_t i = 0; i < p.size(); ++i) sum += p[i].bytes(stages[i]);
-    most = std::max(most, sum);
-  }
-  return fixed + most;
-}
-
-namespace {
-
-// The memory walk (core/memory_walk.hpp) in counts: kept per stage of the device; every
-// observation point goes to each stage's set (its own counts, its pass) and, for a device of
-// several stages, to the device's set (all of them).
-class CountTally {
- public:
-  CountTally(const Liveness& lv, int device, std::vector<HeldSet>& per_stage, DeviceHeldSet* joint)
-      : lv_(lv), per_stage_(per_stage), joint_(joint) {
-    const auto& sh = lv.schedule().shape();
-    stages_ = sh.stages_on(device % sh.devices_per_replica);
-    local_.assign(static_cast<size_t>(sh.num_stages), 0);
-    for (size_t i = 0; i < stages_.size(); ++i) local_[static_cast<size_t>(stages_[i])] = i;
-    now_.resize(stages_.size());
-    for (const int s : stages_) per_stage_[static_cast<size_t>(s)].add(HeldCounts{});
-    if (joint_ != nullptr) joint_->add(DeviceCounts(stages_.size()));
-  }
-
-  void received(std::span<const int32_t> recvs, int sign) {
-    for (const int32_t id : recvs) {
-      const Action& a = lv_.schedule().action(id);
-      HeldCounts& c = of(a.stage);  // the receiving stage
-      (a.payload == Payload::kActivation ? c.received_in : c.received_out) += sign;
-    }
-  }
-  void keep_input(int stage) { ++of(stage).inputs; }
-  void keep_graph(int stage) { ++of(stage).graphs; }
-  void release(int stage) {
-    --of(stage).inputs;
-    --of(stage).graphs;
-  }
-  void during(const LivenessCursor& cursor, int, WalkPass pass, int stage) {
-    observe(cursor, pass, stage);
-  }
-  void after_compute(const LivenessCursor& cursor, int) { observe(cursor, WalkPass::kIdle, -1); }
-  void after_transfer(const LivenessCursor&, int) {}
-
- private:
-  HeldCounts& of(int stage) { return now_[local_[static_cast<size_t>(stage)]]; }
-
-  // One observation point; `pass` runs on stage `running` (-1: none).
-  void observe(const LivenessCursor& cursor, WalkPass pass, int running) {
-    point_ = now_;
-    for (size_t i = 0; i < stages_.size(); ++i) {
-      HeldCounts& c = point_[i];
-      c.pass = stages_[i] == running ? pass : WalkPass::kIdle;
-      c.stashed = cursor.versions_alive(stages_[i]) - 1;
-      per_stage_[static_cast<size_t>(stages_[i])].add(c);
-    }
-    if (joint_ != nullptr) joint_->add(point_);
-  }
-
-  const Liveness& lv_;
-  std::vector<HeldSet>& per_stage_;
-  DeviceHeldSet* joint_;
-  std::vector<int> stages_;    // the device's stages, ascending
-  std::vector<size_t> local_;  // stage -> index in stages_
-  DeviceCounts now_;           // per stage; stashed stays 0 here: observe() reads it off the cursor
-  DeviceCounts point_;         // observe()'s scratch
-};
-
-}  // namespace
-
-StageMemory::StageMemory(Options options) : options_(std::move(options)) {}
-
-const StageMemory::Walked& StageMemory::walk(int K) const {
-  auto find = [&]() -> const Walked* {
-    for (const Walked* w = walked_.load(std::memory_order_acquire); w != nullptr; w = w->next) {
-      if (w->length == K) return w;
-    }
-    return nullptr;
-  };
-  if (const Walked* w = find()) return *w;
-  const std::lock_guard<std::mutex> lock(mutex_);
-  if (const Walked* w = find()) return *w;  // made while this thread waited
-  auto made = std::make_unique<Walked>(make_walk(K));
-  made->next = walked_.load(std::memory_order_relaxed);
-  const Walked* out = made.get();
-  owned_.push_back(std::move(made));
-  walked_.store(out, std::memory_order_release);
-  return *out;
-}
-
-StageMemory::Walked StageMemory::make_walk(int K) const {
-  const int v = options_.virtual_stages;
-  if (v < 1 || K % v != 0) {
-    throw std::invalid_argument("StageMemory: " + std::to_string(K) + " stages are not " +
-                                std::to_string(v) + " per device");
-  }
-  PipelineShape shape;
-  shape.micro_batches = options_.micro_batches;
-  shape.iterations = options_.iterations > 0 ? options_.iterations
-                                             : schedule_default_iterations(options_.schedule, K);
-  shape.checkpoint = options_.checkpoint;
-  for (int s = 0; s + 1 < K; ++s) shape.edges.push_back({s, s + 1, 1.0});
-  if (v > 1) {
-    shape = lay_out_stages(options_.schedule, shape, K / v, v);
-  } else {
-    shape.num_stages = K;
-  }
-  shape.normalize("stage memory");
-  const CompiledSchedule cs(make_schedule(options_.schedule, shape),
-                            "schedule " + options_.schedule, /*check_progress=*/false);
-  const Liveness lv(cs);
-  Walked w;
-  w.length = K;
-  w.stages.resize(static_cast<size_t>(K));
-  const int devices = shape.devices_per_replica;
-  if (v > 1) w.devices.resize(static_cast<size_t>(devices));
-  for (int d = 0; d < devices; ++d) {
-    CountTally tally(lv, d, w.stages, v > 1 ? &w.devices[static_cast<size_t>(d)] : nullptr);
-    walk_device(lv, d, tally);
-    w.device_stages.push_back(shape.stages_on(d));
-  }
-  for (const HeldSet& h : w.stages) w.any.merge(h);
-  return w;
-}
-
-const HeldSet& StageMemory::held(int k, int K) const {
-  if (k < 0 || k >= K) throw std::out_of_range("StageMemory::held: no stage " + std::to_string(k));
-  return walk(K).stages[static_cast<size_t>(k)];
-}
-
-const HeldSet& StageMemory::any_position(int K) const {
-  return walk(K).any;
-}
-
-int StageMemory::most_in_flight(int K) const {
-  return any_position(K).most_inputs();
-}
-
-const std::vector<int>& StageMemory::device_stages(int device, int K) const {
-  const Walked& w = walk(K);
-  if (device < 0 || device >= static_cast<int>(w.device_stages.size())) {
-    throw std::out_of_range("StageMemory::device_stages: no device " + std::to_string(device));
-  }
-  return w.device_stages[static_cast<size_t>(device)];
-}
-
-double StageMemory::device_bytes(const std::vector<StageBytes>& stages, int device, int K) const {
-  const Walked& w = walk(K);
-  const std::vector<int>& mine = device_stages(device, K);
-  if (stages.size() != mine.size()) {
-    throw std::invalid_argument("StageMemory::device_bytes: " + std::to_string(stages.size()) +
-                                " stages given, device " + std::to_string(device) + " hosts " +
-                                std::to_string(mine.size()));
-  }
-  if (w.devices.empty()) return w.stages[static_cast<size_t>(mine.front())].bytes(stages.front());
-  return w.devices[static_cast<size_t>(device)].bytes(stages);
 }
 
 StageBytes stage_bytes(const StageCost& c, double received_in, double received_out) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -60,8 +61,13 @@ class RangeScanner {
   // The range as stage `stage` of `num_stages`: the schedule model's peak when the request has
   // one, else memory(t).
   double memory(const RangeTerms& t, int stage, int num_stages) const;
+  // !(memory(t, stage, num_stages) > limit), mostly without pricing every point of the schedule
+  // model (HeldSet::within).
+  bool fits(const RangeTerms& t, int stage, int num_stages, double limit) const;
   // The range's byte factors for the schedule model.
   StageBytes bytes(const RangeTerms& t) const;
+  // The request's schedule model; null: none.
+  const StageMemory* model() const { return r_.memory; }
   // Bytes per sample crossing the border between layer i - 1 and layer i (all edges u -> v with
   // u < i <= v); 0 at i = 0.
   double cut_bytes(int i) const { return cut_[static_cast<size_t>(i)]; }
@@ -84,11 +90,46 @@ class RangeScanner {
   std::vector<double> cut_;
 };
 
+// RangeScanner::fits() of one range at every stage position, asked position by position as
+// min_max_split() asks: the range's byte factors are priced once, and where a bound over all
+// positions decides (the schedule model's every point at its most within the limit, or its
+// fewest counts over the limit: StageMemory::any_position, lower_everywhere), it decides every
+// position at once. A partitioner prices O(K L^2) ranges this way instead of walking each
+// position's points.
+//
+// Thread-safety: not thread-safe (it keeps the range last asked); one per partitioner call.
+class RangeFits {
+ public:
+  RangeFits(const RangeScanner& scan, int num_stages, double limit)
+      : scan_(scan), stages_(num_stages), limit_(limit) {}
+  // scan.fits(t, stage, num_stages, limit).
+  bool operator()(const RangeTerms& t, int stage);
+
+ private:
+  enum class Verdict : uint8_t { kEvery, kNone, kEach };
+  const RangeScanner& scan_;
+  int stages_;
+  double limit_;
+  std::vector<const HeldSet*> held_;   // each position's points, looked up on first use
+  const HeldSet* any_ = nullptr;       // every position's
+  const HeldCounts* floor_ = nullptr;  // StageMemory::floor
+  int begin_ = -1, end_ = -1;          // the range priced last
+  PricedBytes priced_;
+  Verdict verdict_ = Verdict::kEach;
+};
+
 // Splits [0, L) into K ranges minimising the largest cost(range, stage); cost +inf forbids a
 // range. Among equal largest costs (1e-12 relative) the smaller sum of squares wins. Returns the
-// stage sizes, or an empty vector when no split is allowed. O(K L^2) calls of `cost`.
-template <class Cost>
-std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost) {
+// stage sizes, or an empty vector when no split is allowed. O(K L^2) calls of `cost` at most.
+//
+// `allowed(range, stage)`, when given, forbids a range too (false: as cost +inf); the program asks
+// it only for a range that would improve its table, so a costly check (a memory walk's peak)
+// is skipped for the many that would not. Neither is asked where even a cost of 0 could not
+// improve: a candidate's largest cost and sum of squares only grow with its last range's cost
+// (both start at 0), so it is never better than its prefix. Nor where the stages after it could
+// not each get a layer. The answer is the full program's.
+template <class Cost, class Allowed>
+std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost, Allowed allowed) {
   struct Score {
     double worst = std::numeric_limits<double>::infinity();
     double squares = std::numeric_limits<double>::infinity();
@@ -109,14 +150,17 @@ std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost) {
     RangeTerms t = scan.start(i);
     for (int j = i + 1; j <= L; ++j) {
       scan.extend(t);
-      for (int k = 1; k <= K; ++k) {
+      // Stage k - 1 ending at j leaves L - j layers to K - k stages: a larger j is on no split.
+      for (int k = std::max(1, K - (L - j)); k <= K; ++k) {
         const Score& prev = best[at(k - 1, i)];
         if (std::isinf(prev.worst)) continue;
+        Score& here = best[at(k, j)];
+        if (!better(prev, here)) continue;  // no cost of this range can make it better
         const double c = cost(t, k - 1);
         if (std::isinf(c)) continue;
         const Score cand{std::max(prev.worst, c), prev.squares + c * c};
-        if (better(cand, best[at(k, j)])) {
-          best[at(k, j)] = cand;
+        if (better(cand, here) && allowed(t, k - 1)) {
+          here = cand;
           from[at(k, j)] = i;
         }
       }
@@ -130,6 +174,11 @@ std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost) {
     j = i;
   }
   return sizes;
+}
+
+template <class Cost>
+std::vector<int> min_max_split(const RangeScanner& scan, int K, Cost cost) {
+  return min_max_split(scan, K, cost, [](const RangeTerms&, int) { return true; });
 }
 
 // The contiguous split into K stages whose largest memory (RangeScanner::memory at each stage's

@@ -39,8 +39,10 @@
 // take no lock (the partitioners price stages through held() millions of times).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,14 +72,28 @@ struct HeldCounts {
   using Pass = WalkPass;
   using enum WalkPass;
   int32_t inputs = 0, graphs = 0, stashed = 0, received_in = 0, received_out = 0;
-  Pass pass = kIdle;                       // the pass running (its working memory counts)
-  bool covers(const HeldCounts& o) const;  // at least o's bytes for any factors
+  Pass pass = kIdle;  // the pass running (its working memory counts)
+  // At least o's bytes for any factors (inline: the walk asks it for every point it keeps).
+  bool covers(const HeldCounts& o) const {
+    return (pass == o.pass || o.pass == kIdle) && inputs >= o.inputs && graphs >= o.graphs &&
+           stashed >= o.stashed && received_in >= o.received_in && received_out >= o.received_out;
+  }
   // Without static bytes; the running pass's working memory is `working`.
   double bytes(const StageBytes& b, double working) const {
     return inputs * b.input + graphs * b.saved + stashed * b.param + received_in * b.received_in +
            received_out * b.received_out + working;
   }
   double bytes(const StageBytes& b) const;  // without static bytes
+};
+
+// A stage's byte factors with each pass's working memory looked up (by WalkPass) and whether
+// every factor is >= 0 (not NaN), which HeldSet's bounds need: priced once, asked at many
+// positions.
+struct PricedBytes {
+  explicit PricedBytes(const StageBytes& b = {});
+  StageBytes bytes;
+  std::array<double, 4> working{};
+  bool nonnegative = true;
 };
 
 // Pareto-maximal observation points.
@@ -90,10 +106,28 @@ class HeldSet {
   const std::vector<HeldCounts>& points() const { return points_; }
   // static + the largest point; +inf for an empty set (no position allowed).
   double bytes(const StageBytes& b) const;
+  // !(bytes(b) > limit), answered without pricing every point where a bound decides it: every
+  // count at its most over the points (with the largest working memory of their passes) bounds the
+  // largest point from above, the point with the most graphs from below. Both take bytes()'s
+  // steps with larger (or one point's) counts, so the rounding keeps them bounds.
+  bool within(const StageBytes& b, double limit) const { return within(PricedBytes(b), limit); }
+  bool within(const PricedBytes& b, double limit) const;
+  // Those bounds on bytes(b): upper >= bytes(b) >= lower; NaN (no bound) for an empty set or a
+  // negative factor.
+  double upper(const PricedBytes& b) const;
+  double lower(const PricedBytes& b) const;
+  // The point with the most graphs given (a lower bound's point).
+  const HeldCounts& fullest() const { return fullest_; }
   int most_inputs() const;
 
  private:
   std::vector<HeldCounts> points_;
+  // Every count's most over the points given (a point dropped is covered by one kept, so this is
+  // the kept points' most), the passes seen (bit per WalkPass) and the point with the most graphs
+  // given (kept, or covered by a kept one).
+  HeldCounts most_;
+  uint8_t passes_ = 0;
+  HeldCounts fullest_;
   // The last point add() was given. Every point given stays covered by a kept one (a kept point
   // leaves only for one that covers it), so a point the last one covers is skipped at once: the
   // walk observes mostly what it observed a moment before.
@@ -140,8 +174,19 @@ class StageMemory {
   double bytes(const StageBytes& b, int k, int K) const { return held(k, K).bytes(b); }
   // Every position of a chain of K stages: a stage whose position is not known.
   const HeldSet& any_position(int K) const;
+  // A lower bound on bytes(b, k, K) for every k: the fewest of each count among the stages'
+  // fullest points, idle (HeldSet::lower's point); NaN where HeldSet::lower has none.
+  double lower_everywhere(const PricedBytes& b, int K) const;
+  // That bound's point for K stages; null where it has none (a stage without points).
+  const HeldCounts* floor(int K) const;
   // The most micro-batches whose inputs one stage of a K-stage chain keeps at once.
   int most_in_flight(int K) const;
+  // Per stage k of K, the most graphs (micro-batches of saved activations) it holds at once: the
+  // most `graphs` among held(k, K)'s points. Read off the devices' compute order alone (a Forward
+  // that no Recompute follows and a Recompute keep one, a Backward or BackwardWeight frees one, as
+  // the walk counts them), without the transfers, compiling and liveness a walk needs; made once
+  // per K (tests/partition_memory_bounds_test.cpp checks it against the walk).
+  const std::vector<int>& most_graphs(int K) const;
   // The stages device `device` hosts among K stages, ascending.
   const std::vector<int>& device_stages(int device, int K) const;
   // The peak of device `device` among K stages, its stages priced together; `stages` holds the
@@ -153,12 +198,15 @@ class StageMemory {
     int length = 0;                               // K
     std::vector<HeldSet> stages;                  // per stage
     HeldSet any;                                  // every stage's points
+    HeldCounts floor;                             // the fewest counts of the stages' fullest
     std::vector<std::vector<int>> device_stages;  // per device, ascending
     std::vector<DeviceHeldSet> devices;           // per device, when virtual_stages > 1
     const Walked* next = nullptr;                 // the walk published before this one
   };
   const Walked& walk(int K) const;
   Walked make_walk(int K) const;
+  PipelineShape shape_of(int K) const;  // the chain of K stages the walk schedules
+  std::vector<int> count_graphs(int K) const;
 
   Options options_;
   // The walks made so far, one per pipeline length: `walked_` is the last published, each links
@@ -168,6 +216,9 @@ class StageMemory {
   mutable std::atomic<const Walked*> walked_{nullptr};
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Walked>> owned_;
+  // most_graphs() per K, under its own mutex (a walk being made holds `mutex_` long).
+  mutable std::mutex graphs_mutex_;
+  mutable std::map<int, std::vector<int>> graphs_;
 };
 
 // The factors of a stage from its cost and the bytes it receives per micro-batch.

@@ -1,7 +1,6 @@
 #include "core/schedule/builder.hpp"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -11,6 +10,20 @@
 #include "core/schedule/transfer_order.hpp"
 
 namespace pipetwin {
+
+namespace {
+
+thread_local bool compute_order_only = false;
+
+}  // namespace
+
+ComputeOrderOnly::ComputeOrderOnly() : before_(compute_order_only) {
+  compute_order_only = true;
+}
+
+ComputeOrderOnly::~ComputeOrderOnly() {
+  compute_order_only = before_;
+}
 
 ScheduleBuilder::ScheduleBuilder(std::string kind, const PipelineShape& shape)
     : kind_(std::move(kind)), shape_(shape) {
@@ -161,22 +174,30 @@ namespace {
 
 // Versions: OptimizerStep writes ++version of its stage; Forward reads the current version;
 // Backward and Recompute read the forward's version (stashed) or the current one.
+// The forward's version is kept by (stage, micro-batch) in a flat table (-1: no forward yet).
 void assign_versions(std::vector<Action>& list, int num_stages, bool stashes) {
   std::vector<int32_t> current(static_cast<size_t>(num_stages), 0);
-  std::map<std::pair<int, int>, int32_t> forward_version;  // (stage, mb) -> version
+  int micro_batches = 1;
+  for (const Action& a : list) micro_batches = std::max(micro_batches, a.micro_batch + 1);
+  std::vector<int32_t> forward_version(
+      static_cast<size_t>(num_stages) * static_cast<size_t>(micro_batches), -1);
+  auto slot = [&](const Action& a) {
+    return static_cast<size_t>(a.stage) * static_cast<size_t>(micro_batches) +
+           static_cast<size_t>(a.micro_batch);
+  };
   for (auto& a : list) {
     auto& cur = current[static_cast<size_t>(a.stage)];
     switch (a.op) {
       case Op::kForward:
         a.version = cur;
-        forward_version[{a.stage, a.micro_batch}] = cur;
+        forward_version[slot(a)] = cur;
         break;
       case Op::kBackward:
       case Op::kBackwardInput:
       case Op::kBackwardWeight:
       case Op::kRecompute: {
-        auto it = forward_version.find({a.stage, a.micro_batch});
-        a.version = (stashes && it != forward_version.end()) ? it->second : cur;
+        const int32_t forward = forward_version[slot(a)];
+        a.version = (stashes && forward >= 0) ? forward : cur;
         break;
       }
       case Op::kOptimizerStep:
@@ -196,7 +217,8 @@ Schedule ScheduleBuilder::finish(bool stashes_weights) {
   s.shape = shape_;
   s.stashes_weights = stashes_weights;
   for (auto& list : devices_) assign_versions(list, shape_.num_stages, stashes_weights);
-  if (!is_plain_chain(shape_)) order_transfers_by_ideal_time(shape_, devices_, control_);
+  if (!compute_order_only && !is_plain_chain(shape_))
+    order_transfers_by_ideal_time(shape_, devices_, control_);
   ReplicatedLists lists = replicate_data_parallel(devices_, shape_);
   s.devices = std::move(lists.devices);
   const int per = shape_.devices_per_replica;

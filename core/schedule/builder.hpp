@@ -19,7 +19,7 @@
 // schedule (transfer_order.hpp), which provably cannot deadlock and keeps compute orders as the
 // generator wrote them.
 //
-// Thread-safety: not thread-safe; one builder per generator call.
+// Thread-safety: not thread-safe; one builder per generator call. ComputeOrderOnly is per thread.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,21 @@
 #include "core/schedule/schedule.hpp"
 
 namespace pipetwin {
+
+// While one lives on a thread, ScheduleBuilder::finish() there leaves every device's send and
+// receive streams in the generator's order (transfer_order.hpp is skipped): for a caller that
+// reads only the compute streams, which that ordering never changes (StageMemory::most_graphs,
+// the graphs each stage holds). The schedule may deadlock as it stands; it is not for running.
+class ComputeOrderOnly {
+ public:
+  ComputeOrderOnly();
+  ~ComputeOrderOnly();
+  ComputeOrderOnly(const ComputeOrderOnly&) = delete;
+  ComputeOrderOnly& operator=(const ComputeOrderOnly&) = delete;
+
+ private:
+  bool before_;
+};
 
 class ScheduleBuilder {
  public:

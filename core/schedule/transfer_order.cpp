@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <queue>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -40,27 +40,120 @@ double nominal_time(Op op) {
 
 // The actions of replica 0 flattened to ids, with the dependencies CompiledSchedule would give
 // them (compiled.hpp), each compute action also depending on its compute-stream predecessor.
+// Dependency lists are flat (CSR: the preds of id are pred[pred_begin[id] .. pred_begin[id + 1])),
+// as compiled.hpp keeps them: the builder runs this for every schedule that is not a plain chain.
 struct Graph {
   std::vector<ActionRef> refs;
   std::vector<const Action*> actions;
-  std::vector<int32_t> base;                // id of each device's first action
-  std::vector<std::vector<int32_t>> preds;  // id -> ids it waits for
-  std::vector<int32_t> partner;             // Send <-> Recv; -1 for others
+  std::vector<int32_t> base;  // id of each device's first action
+  std::vector<int32_t> pred_begin, pred;
+  std::vector<int32_t> partner;  // Send <-> Recv; -1 for others
+  std::span<const int32_t> preds(size_t id) const {
+    return {pred.data() + pred_begin[id], pred.data() + pred_begin[id + 1]};
+  }
 };
 
-using TransferKey = std::tuple<int, int, int, int>;  // payload, producer, consumer, mb
+// The ids of the compute actions and Recvs by what data_preds() asks for, in flat tables: compute
+// actions by (kind, stage, micro-batch), transfers by (payload, producer, consumer, micro-batch),
+// the stage pairs numbered as they first appear. A later action of the same key replaces an
+// earlier one.
+class ActionIndex {
+ public:
+  ActionIndex(const PipelineShape& sh, const std::vector<const Action*>& actions) {
+    stages_ = std::max(sh.num_stages, 1);
+    int lo = 0, hi = -1;
+    for (const Action* a : actions) {
+      stages_ = std::max({stages_, a->stage + 1, a->peer_stage + 1});
+      if (a->op == Op::kOptimizerStep) continue;
+      lo = std::min(lo, a->micro_batch);
+      hi = std::max(hi, a->micro_batch);
+    }
+    mb0_ = lo;
+    mbs_ = static_cast<size_t>(hi - lo + 1);
+    pair_.assign(3 * static_cast<size_t>(stages_) * static_cast<size_t>(stages_), -1);
+    computes_.assign(3 * static_cast<size_t>(stages_) * mbs_, -1);
+    for (size_t id = 0; id < actions.size(); ++id) {
+      const Action& a = *actions[id];
+      if (a.op == Op::kSend) continue;
+      if (a.op == Op::kRecv) {
+        const auto [from, to] = ends(a);
+        if (from < 0 || to < 0) continue;  // no data_preds() lookup asks for it
+        int32_t& pair = pair_[pair_slot(a.payload, from, to)];
+        if (pair < 0) {
+          pair = static_cast<int32_t>(recvs_.size() / mbs_);
+          recvs_.resize(recvs_.size() + mbs_, -1);
+        }
+        recvs_[static_cast<size_t>(pair) * mbs_ + mb_slot(a.micro_batch)] =
+            static_cast<int32_t>(id);
+      } else if (const int kind = kind_of(a.op); kind >= 0 && a.stage >= 0) {
+        computes_[compute_slot(kind, a.stage, a.micro_batch)] = static_cast<int32_t>(id);
+      }
+    }
+  }
 
-TransferKey transfer_key(const Action& a) {
-  const bool act = a.payload == Payload::kActivation;
-  const bool sending = a.op == Op::kSend;
-  const int from = (act == sending) ? a.stage : a.peer_stage;
-  const int to = (act == sending) ? a.peer_stage : a.stage;
-  return {static_cast<int>(a.payload), from, to, a.micro_batch};
-}
+  // Forward, Recompute or Backward (a split backward's input half stands where a whole Backward
+  // would) of (stage, mb); -1: none.
+  int32_t compute(Op op, int stage, int mb) const {
+    const int kind = kind_of(op);
+    if (kind < 0 || !in_range(stage, mb)) return -1;
+    return computes_[compute_slot(kind, stage, mb)];
+  }
+  // The Recv of (payload, producer, consumer, mb); -1: none.
+  int32_t recv(Payload payload, int from, int to, int mb) const {
+    if (!in_range(from, mb) || to < 0 || to >= stages_) return -1;
+    const int32_t pair = pair_[pair_slot(payload, from, to)];
+    return pair < 0 ? -1 : recvs_[static_cast<size_t>(pair) * mbs_ + mb_slot(mb)];
+  }
+  // The Recv a Send meets; -1: none.
+  int32_t partner_of(const Action& send) const {
+    const auto [from, to] = ends(send);
+    return recv(send.payload, from, to, send.micro_batch);
+  }
 
-// Data dependencies of one action; `find` maps (op, stage, mb) and transfer keys to ids.
-template <typename FindCompute, typename FindRecv>
-void data_preds(const PipelineShape& sh, const Action& a, FindCompute compute, FindRecv recv,
+ private:
+  static int kind_of(Op op) {
+    switch (op) {
+      case Op::kForward:
+        return 0;
+      case Op::kRecompute:
+        return 1;
+      case Op::kBackward:
+      case Op::kBackwardInput:
+        return 2;
+      default:
+        return -1;
+    }
+  }
+  size_t square() const { return static_cast<size_t>(stages_) * static_cast<size_t>(stages_); }
+  bool in_range(int stage, int mb) const {
+    return stage >= 0 && stage < stages_ && mb >= mb0_ && static_cast<size_t>(mb - mb0_) < mbs_;
+  }
+  size_t mb_slot(int mb) const { return static_cast<size_t>(mb - mb0_); }
+  size_t compute_slot(int kind, int stage, int mb) const {
+    return (static_cast<size_t>(kind) * static_cast<size_t>(stages_) + static_cast<size_t>(stage)) *
+               mbs_ +
+           mb_slot(mb);
+  }
+  // A transfer's producer and consumer stages.
+  static std::pair<int, int> ends(const Action& a) {
+    const bool act = a.payload == Payload::kActivation;
+    const bool sending = a.op == Op::kSend;
+    return act == sending ? std::pair{a.stage, a.peer_stage} : std::pair{a.peer_stage, a.stage};
+  }
+  size_t pair_slot(Payload payload, int from, int to) const {
+    return static_cast<size_t>(payload) * square() +
+           static_cast<size_t>(from) * static_cast<size_t>(stages_) + static_cast<size_t>(to);
+  }
+
+  int stages_ = 1, mb0_ = 0;
+  size_t mbs_ = 0;
+  std::vector<int32_t> pair_;      // (payload, producer, consumer) -> pair number; -1: none
+  std::vector<int32_t> computes_;  // (kind, stage, mb) -> id
+  std::vector<int32_t> recvs_;     // (pair, mb) -> id
+};
+
+// Data dependencies of one action, as ids of `index`.
+void data_preds(const PipelineShape& sh, const Action& a, const ActionIndex& index,
                 std::vector<int32_t>& out) {
   const int local = sh.device_of(a.stage);
   auto add = [&](int32_t id) {
@@ -70,31 +163,31 @@ void data_preds(const PipelineShape& sh, const Action& a, FindCompute compute, F
     case Op::kForward:
       for (const auto& e : sh.edges) {
         if (e.to != a.stage) continue;
-        add(sh.device_of(e.from) == local ? compute(Op::kForward, e.from, a.micro_batch)
-                                          : recv(TransferKey{static_cast<int>(Payload::kActivation),
-                                                             e.from, a.stage, a.micro_batch}));
+        add(sh.device_of(e.from) == local
+                ? index.compute(Op::kForward, e.from, a.micro_batch)
+                : index.recv(Payload::kActivation, e.from, a.stage, a.micro_batch));
       }
       break;
     case Op::kRecompute:
-      add(compute(Op::kForward, a.stage, a.micro_batch));
+      add(index.compute(Op::kForward, a.stage, a.micro_batch));
       break;
     case Op::kBackwardWeight:
-      add(compute(Op::kBackward, a.stage, a.micro_batch));  // its BackwardInput (see below)
+      add(index.compute(Op::kBackward, a.stage, a.micro_batch));  // its BackwardInput
       break;
     case Op::kBackward:
     case Op::kBackwardInput:
-      add(compute(Op::kForward, a.stage, a.micro_batch));
-      add(compute(Op::kRecompute, a.stage, a.micro_batch));
+      add(index.compute(Op::kForward, a.stage, a.micro_batch));
+      add(index.compute(Op::kRecompute, a.stage, a.micro_batch));
       for (const auto& e : sh.edges) {
         if (e.from != a.stage) continue;
-        add(sh.device_of(e.to) == local ? compute(Op::kBackward, e.to, a.micro_batch)
-                                        : recv(TransferKey{static_cast<int>(Payload::kGradient),
-                                                           a.stage, e.to, a.micro_batch}));
+        add(sh.device_of(e.to) == local
+                ? index.compute(Op::kBackward, e.to, a.micro_batch)
+                : index.recv(Payload::kGradient, a.stage, e.to, a.micro_batch));
       }
       break;
     case Op::kSend:
-      add(compute(a.payload == Payload::kActivation ? Op::kForward : Op::kBackward, a.stage,
-                  a.micro_batch));
+      add(index.compute(a.payload == Payload::kActivation ? Op::kForward : Op::kBackward, a.stage,
+                        a.micro_batch));
       break;
     default:
       break;
@@ -112,51 +205,64 @@ Graph build_graph(const PipelineShape& sh, const std::vector<std::vector<Action>
     }
   }
   const auto n = static_cast<int32_t>(g.refs.size());
-  std::map<std::tuple<int, int, int>, int32_t> computes;  // (op, stage, mb) -> id
-  std::map<TransferKey, int32_t> sends, recvs;
-  for (int32_t id = 0; id < n; ++id) {
-    const Action& a = *g.actions[static_cast<size_t>(id)];
-    if (a.op == Op::kSend)
-      sends[transfer_key(a)] = id;
-    else if (a.op == Op::kRecv)
-      recvs[transfer_key(a)] = id;
-    else  // a split backward's input half stands where a whole Backward would
-      computes[{static_cast<int>(a.op == Op::kBackwardInput ? Op::kBackward : a.op), a.stage,
-                a.micro_batch}] = id;
-  }
-  auto compute = [&](Op op, int stage, int mb) {
-    auto it = computes.find({static_cast<int>(op), stage, mb});
-    return it == computes.end() ? -1 : it->second;
-  };
-  auto recv = [&](const TransferKey& k) {
-    auto it = recvs.find(k);
-    return it == recvs.end() ? -1 : it->second;
-  };
-  g.preds.resize(static_cast<size_t>(n));
+  const ActionIndex index(sh, g.actions);
+  // Control dependencies go after the data and stream ones, per action.
+  std::vector<int32_t> control_count(static_cast<size_t>(n) + 1, 0);
+  for (const auto& c : control)
+    ++control_count[static_cast<size_t>(g.base[static_cast<size_t>(c.after.device)] +
+                                        c.after.index)];
   g.partner.assign(static_cast<size_t>(n), -1);
+  g.pred_begin.assign(static_cast<size_t>(n) + 1, 0);
   std::vector<int32_t> last_compute(devices.size(), -1);
+  std::vector<int32_t> control_at;  // where each action's control dependencies go
+  control_at.reserve(static_cast<size_t>(n));
   for (int32_t id = 0; id < n; ++id) {
     const Action& a = *g.actions[static_cast<size_t>(id)];
-    auto& p = g.preds[static_cast<size_t>(id)];
-    data_preds(sh, a, compute, recv, p);
+    data_preds(sh, a, index, g.pred);
     if (stream_of(a.op) == StreamKind::kCompute) {
       auto& last = last_compute[static_cast<size_t>(g.refs[static_cast<size_t>(id)].device)];
-      if (last >= 0) p.push_back(last);
+      if (last >= 0) g.pred.push_back(last);
       last = id;
     }
+    control_at.push_back(static_cast<int32_t>(g.pred.size()));
+    g.pred.resize(g.pred.size() + static_cast<size_t>(control_count[static_cast<size_t>(id)]));
+    g.pred_begin[static_cast<size_t>(id) + 1] = static_cast<int32_t>(g.pred.size());
     if (a.op == Op::kSend) {
-      if (auto it = recvs.find(transfer_key(a)); it != recvs.end()) {
-        g.partner[static_cast<size_t>(id)] = it->second;
-        g.partner[static_cast<size_t>(it->second)] = id;
+      if (const int32_t r = index.partner_of(a); r >= 0) {
+        g.partner[static_cast<size_t>(id)] = r;
+        g.partner[static_cast<size_t>(r)] = id;
       }
     }
   }
   for (const auto& c : control) {
-    g.preds[static_cast<size_t>(g.base[static_cast<size_t>(c.after.device)] + c.after.index)]
-        .push_back(g.base[static_cast<size_t>(c.before.device)] + c.before.index);
+    const auto after =
+        static_cast<size_t>(g.base[static_cast<size_t>(c.after.device)] + c.after.index);
+    g.pred[static_cast<size_t>(control_at[after]++)] =
+        g.base[static_cast<size_t>(c.before.device)] + c.before.index;
   }
   return g;
 }
+
+// The dependents of every action, flat, each list in ascending id order (the order the per-action
+// lists were filled in before).
+struct Successors {
+  std::vector<int32_t> begin, ids;
+  explicit Successors(const Graph& g) {
+    const size_t n = g.refs.size();
+    begin.assign(n + 1, 0);
+    for (int32_t p : g.pred) ++begin[static_cast<size_t>(p) + 1];
+    for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
+    ids.resize(g.pred.size());
+    std::vector<int32_t> at(begin.begin(), begin.end() - 1);
+    for (size_t id = 0; id < n; ++id) {
+      for (int32_t p : g.preds(id))
+        ids[static_cast<size_t>(at[static_cast<size_t>(p)]++)] = static_cast<int32_t>(id);
+    }
+  }
+  std::span<const int32_t> of(size_t id) const {
+    return {ids.data() + begin[id], ids.data() + begin[id + 1]};
+  }
+};
 
 // The idealised run of transfer_order.hpp: start time and finalisation order of every action,
 // then the need time of every transfer. Returns false when some action never ran.
@@ -166,14 +272,10 @@ struct IdealRun {
 
   bool run(const Graph& g) {
     const size_t n = g.refs.size();
-    std::vector<std::vector<int32_t>> succ(n);
+    const Successors succ(g);
     std::vector<int32_t> pending(n);
     std::vector<double> ready(n, 0);
-    for (size_t id = 0; id < n; ++id) {
-      pending[id] = static_cast<int32_t>(g.preds[id].size());
-      for (int32_t p : g.preds[id])
-        succ[static_cast<size_t>(p)].push_back(static_cast<int32_t>(id));
-    }
+    for (size_t id = 0; id < n; ++id) pending[id] = static_cast<int32_t>(g.preds(id).size());
     start.assign(n, kNever);
     seq.assign(n, -1);
     using Item = std::pair<double, int32_t>;
@@ -195,7 +297,7 @@ struct IdealRun {
       start[static_cast<size_t>(id)] = t;
       seq[static_cast<size_t>(id)] = next++;
       const double end = t + nominal_time(g.actions[static_cast<size_t>(id)]->op);
-      for (int32_t s : succ[static_cast<size_t>(id)]) {
+      for (int32_t s : succ.of(static_cast<size_t>(id))) {
         ready[static_cast<size_t>(s)] = std::max(ready[static_cast<size_t>(s)], end);
         if (--pending[static_cast<size_t>(s)] == 0) offer(s);
       }
@@ -214,7 +316,7 @@ struct IdealRun {
 
   // need(x) = earliest start of a compute action depending on x, through transfers if need be.
   // Dependents finalise after x, so walking the run backwards sees them first.
-  void compute_need(const Graph& g, const std::vector<std::vector<int32_t>>& succ) {
+  void compute_need(const Graph& g, const Successors& succ) {
     const size_t n = g.refs.size();
     std::vector<int32_t> by_seq(n);
     for (size_t id = 0; id < n; ++id)
@@ -226,7 +328,7 @@ struct IdealRun {
       if (other < 0 || static_cast<size_t>(other) > id) continue;  // visit each pair once
       double best = kNever;
       for (const size_t member : {id, static_cast<size_t>(other)}) {
-        for (int32_t s : succ[member]) {
+        for (int32_t s : succ.of(member)) {
           const auto su = static_cast<size_t>(s);
           best = std::min(best, g.partner[su] >= 0 ? need[su] : start[su]);
         }
@@ -266,11 +368,13 @@ bool order_transfers_by_ideal_time(const PipelineShape& shape,
                        [&](size_t x, size_t y) { return key(x) < key(y); });
       if (order == slots) continue;
       changed = true;
-      const std::vector<Action> old(list);
+      std::vector<Action> moving;  // the stream's actions, in their new order
+      moving.reserve(slots.size());
       for (size_t k = 0; k < slots.size(); ++k) {
-        list[slots[k]] = old[order[k]];
+        moving.push_back(list[order[k]]);
         map[order[k]] = static_cast<int32_t>(slots[k]);
       }
+      for (size_t k = 0; k < slots.size(); ++k) list[slots[k]] = moving[k];
     }
   }
   for (auto& c : control) {
