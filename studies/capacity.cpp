@@ -126,8 +126,8 @@ void choose(ClusterCapacity& out, const CapacityTarget& t, const CapacityRequest
   if (!out.fits) explain_no_fit(out, t, r, s);
 }
 
-// Folds the search of one tensor-parallel size into the cluster's: the faster plan (then fewer
-// GPUs) and the cheaper one (then the faster), the first searched on ties; counts add up.
+// Folds the search of one tensor-parallel size into the cluster's, in the search's own orders
+// (faster, cheaper; the first searched on ties); counts add up.
 void merge_search(ClusterSearch& into, const ClusterSearch& other) {
   const SearchCounts& o = other.counts;
   SearchCounts& c = into.counts;
@@ -138,19 +138,20 @@ void merge_search(ClusterSearch& into, const ClusterSearch& other) {
   c.refused += o.refused;
   c.simulated += o.simulated;
   if (into.first_error.empty()) into.first_error = other.first_error;
+  // Cost is iteration time x GPUs x one price for every size of a cluster; ties keep `into`.
   const auto gpu_seconds = [](const Evaluation& e) { return e.iteration_time_s * e.physical_units; };
+  const Evaluation &f = other.fastest, &c0 = into.fastest;
   if (other.fastest_found &&
-      (!into.fastest_found || other.fastest.iteration_time_s < into.fastest.iteration_time_s ||
-       (other.fastest.iteration_time_s == into.fastest.iteration_time_s &&
-        other.fastest.physical_units < into.fastest.physical_units))) {
-    into.fastest = other.fastest;
+      (!into.fastest_found ||
+       capacity_faster(f.iteration_time_s, f.physical_units, 1, c0.iteration_time_s, c0.physical_units, 0))) {
+    into.fastest = f;
     into.fastest_found = true;
   }
+  const Evaluation &k = other.cheapest, &k0 = into.cheapest;
   if (other.cheapest_found &&
-      (!into.cheapest_found || gpu_seconds(other.cheapest) < gpu_seconds(into.cheapest) ||
-       (gpu_seconds(other.cheapest) == gpu_seconds(into.cheapest) &&
-        other.cheapest.iteration_time_s < into.cheapest.iteration_time_s))) {
-    into.cheapest = other.cheapest;
+      (!into.cheapest_found || capacity_cheaper(gpu_seconds(k), k.physical_units, k.iteration_time_s, 1,
+                                       gpu_seconds(k0), k0.physical_units, k0.iteration_time_s, 0))) {
+    into.cheapest = k;
     into.cheapest_found = true;
   }
 }

@@ -56,25 +56,29 @@ double cost_of(const ClusterState& c, double iteration_s, int gpus) {
   return iteration_s * c.seconds_to_cost * gpus;
 }
 
+}  // namespace
+
 // -1, 0 or 1 as a is less than, about equal to (within 1e-9, the rounding of sums taken in
 // another order) or more than b: plans that tie are told apart by the next key.
-int compare(double a, double b) {
+int capacity_compare(double a, double b) {
   const double tolerance = 1e-9 * std::max(std::abs(a), std::abs(b));
   return a < b - tolerance ? -1 : a > b + tolerance ? 1 : 0;
 }
 
 // The fastest's order: time, then fewer GPUs, then the space's order.
-bool faster(double t, int gpus, size_t at, double t0, int gpus0, size_t at0) {
-  const int c = compare(t, t0);
+bool capacity_faster(double t, int gpus, size_t at, double t0, int gpus0, size_t at0) {
+  const int c = capacity_compare(t, t0);
   return c < 0 || (c == 0 && std::tie(gpus, at) < std::tie(gpus0, at0));
 }
 
 // The cheapest's order: cost, then fewer GPUs, then time, then the space's order.
-bool cheaper(double cost, int gpus, double t, size_t at, double cost0, int gpus0, double t0,
+bool capacity_cheaper(double cost, int gpus, double t, size_t at, double cost0, int gpus0, double t0,
              size_t at0) {
-  const int c = compare(cost, cost0), d = compare(t, t0);
+  const int c = capacity_compare(cost, cost0), d = capacity_compare(t, t0);
   return c < 0 || (c == 0 && (gpus < gpus0 || (gpus == gpus0 && (d < 0 || (d == 0 && at < at0)))));
 }
+
+namespace {
 
 // Whether a layout whose iteration takes at least `bound_s` on at least `gpus` GPUs could replace
 // an incumbent (under c.mu).
@@ -82,10 +86,10 @@ bool may_win(const ClusterState& c, const CapacityRequest& r, double bound_s, in
   const ClusterSearch& s = c.result;
   const double cost = cost_of(c, bound_s, gpus);
   const bool fast = (r.budget <= 0 || cost <= r.budget) &&
-                    (!s.fastest_found || faster(bound_s, gpus, at, s.fastest.iteration_time_s,
+                    (!s.fastest_found || capacity_faster(bound_s, gpus, at, s.fastest.iteration_time_s,
                                                 s.fastest.physical_units, c.fastest_at));
   const bool cheap = !s.cheapest_found ||
-                     cheaper(cost, gpus, bound_s, at,
+                     capacity_cheaper(cost, gpus, bound_s, at,
                              cost_of(c, s.cheapest.iteration_time_s, s.cheapest.physical_units),
                              s.cheapest.physical_units, s.cheapest.iteration_time_s, c.cheapest_at);
   return fast || cheap;
@@ -96,14 +100,14 @@ void offer(ClusterState& c, const CapacityRequest& r, const Evaluation& e, size_
   ClusterSearch& s = c.result;
   const double t = e.iteration_time_s, cost = cost_of(c, t, e.physical_units);
   if ((r.budget <= 0 || cost <= r.budget) &&
-      (!s.fastest_found || faster(t, e.physical_units, at, s.fastest.iteration_time_s,
+      (!s.fastest_found || capacity_faster(t, e.physical_units, at, s.fastest.iteration_time_s,
                                   s.fastest.physical_units, c.fastest_at))) {
     s.fastest = e;
     s.fastest_found = true;
     c.fastest_at = at;
   }
   if (!s.cheapest_found ||
-      cheaper(cost, e.physical_units, t, at,
+      capacity_cheaper(cost, e.physical_units, t, at,
               cost_of(c, s.cheapest.iteration_time_s, s.cheapest.physical_units),
               s.cheapest.physical_units, s.cheapest.iteration_time_s, c.cheapest_at)) {
     s.cheapest = e;

@@ -68,6 +68,14 @@ struct ClusterSearch {
   std::string first_error;
 };
 
+// The search's orders, `at` breaking ties (the earlier wins): the fastest by time, then fewer
+// GPUs; the cheapest by cost, then fewer GPUs, then time. Times and costs within 1e-9 of each
+// other tie (`compare`: -1, 0 or 1).
+int capacity_compare(double a, double b);
+bool capacity_faster(double t, int gpus, size_t at, double t0, int gpus0, size_t at0);
+bool capacity_cheaper(double cost, int gpus, double t, size_t at, double cost0, int gpus0, double t0,
+             size_t at0);
+
 // The request for one layout on one target: a fixed M, memory-aware (allow_oom false).
 PlanRequest layout_request(const Layout& layout, const CapacityTarget& target,
                            const CapacityRequest& request);
