@@ -6,21 +6,6 @@
 
 namespace pipetwin {
 
-StreamKind stream_of(Op op) {
-  switch (op) {
-    case Op::kSend:
-      return StreamKind::kSend;
-    case Op::kRecv:
-      return StreamKind::kRecv;
-    case Op::kAllReduce:
-      return StreamKind::kCollective;
-    case Op::kTensorParallel:
-      return StreamKind::kTensor;
-    default:
-      return StreamKind::kCompute;
-  }
-}
-
 namespace {
 
 // Every operation with its name (the schedule JSON's) and its letter (describe's): the one list

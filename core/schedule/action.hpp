@@ -73,7 +73,16 @@ struct Action {
   int32_t version = -1;      // F/B/R: weight version read; OptimizerStep: version written
 };
 
-StreamKind stream_of(Op op);
+// Inline: the simulator, the liveness walk and the metrics ask it per action.
+inline StreamKind stream_of(Op op) {
+  switch (op) {
+    case Op::kSend: return StreamKind::kSend;
+    case Op::kRecv: return StreamKind::kRecv;
+    case Op::kAllReduce: return StreamKind::kCollective;
+    case Op::kTensorParallel: return StreamKind::kTensor;
+    default: return StreamKind::kCompute;
+  }
+}
 const char* op_name(Op op);           // "forward", "backward", ...
 const char* op_letter(Op op);         // "F", "B", "R", "S", "V", "AR", "U", "I", "W", "TP"
 const char* payload_name(Payload p);  // "none", "activation", "gradient"
