@@ -1,5 +1,5 @@
 // `pipetwin compare PREDICTED MEASURED [MEASURED...]`: prediction next to measurement
-// (core/compare.hpp); several measured runs of the plan: compared with the median one, their
+// (report/compare.hpp); several measured runs of the plan: compared with the median one, their
 // spread printed beside the error.
 #include <cstdio>
 #include <string>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
 
@@ -52,7 +52,7 @@ void run_compare(const CompareArgs& a) {
     runs.push_back(load_json_file(path));
     check_kind(runs.back(), timelines, path);
   }
-  // The median run, the runs' spread and the predictions' (core/compare.hpp), as the report's
+  // The median run, the runs' spread and the predictions' (report/compare.hpp), as the report's
   // groups of runs and predictions get them (report/run_compare.hpp).
   Comparison c;
   if (timelines) {

@@ -6,7 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "profiles/zoo/zoo.hpp"
 
@@ -105,7 +105,7 @@ std::string plan_summary(const PlanContext& ctx) {
 namespace {
 
 // One row per device. On a GPU the framework's memory beside the tensors' peak
-// (core/memory_pools.hpp) gets its own column, and the capacity counts both.
+// (sim/memory_pools.hpp) gets its own column, and the capacity counts both.
 std::string device_table(const PlanContext& ctx, const Metrics& m) {
   const Plan& p = ctx.plan;
   std::vector<double> peaks;

@@ -37,7 +37,7 @@
 // A bad field is an InputError naming the file and the field.
 //
 // The planner, the simulator's report and sweeps count a plan's GPU memory as process(a) of each
-// memory's tensors (core/memory_pools.hpp), with the entry framework_memory_of() finds for the
+// memory's tensors (sim/memory_pools.hpp), with the entry framework_memory_of() finds for the
 // cluster's device in Catalog::default_dir()'s frameworks.json; CPU devices get none.
 //
 // Thread-safety: value types and pure functions; FrameworkCatalog is immutable after load;

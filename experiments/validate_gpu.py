@@ -118,7 +118,7 @@ def point(args, model, batch, prof, schedule, K, M):
     predicted = sim["iteration_time_s"]
     # The stream sets draw on the GPU's one memory (the cluster's shares_memory): the run reads the
     # GPU's peak (every device reports it), the plan promises the sum of the stages' peaks
-    # (core/memory_pools.hpp: an upper bound of the peak of the sum).
+    # (sim/memory_pools.hpp: an upper bound of the peak of the sum).
     mem_p = sum(x["peak_memory_bytes"] for x in sim["devices"])
     mem_m = max(max(x["peak_memory_bytes"] for x in r["devices"]) for r in runs)
     return {"model": model, "dtype": args.dtype, "schedule": schedule, "K": K, "M": M,

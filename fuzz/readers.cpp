@@ -13,7 +13,7 @@
 #include "core/cost_model.hpp"
 #include "core/elastic/epoch_log.hpp"
 #include "core/elastic/freeze_trace.hpp"
-#include "core/elastic/transition_overheads.hpp"
+#include "sim/transition_overheads.hpp"
 #include "core/error.hpp"
 #include "core/json_io.hpp"
 #include "core/metrics.hpp"

@@ -4,7 +4,7 @@
 // report.js, embedded at build time), its charts are SVG drawn by that script from a JSON block
 // in the page, and a Content-Security-Policy forbids fetching anything. It shows, in order:
 //   runs         an overview table, then per run (report/scan.hpp) its prediction next to
-//                its measurement (core/compare.hpp) with `pipetwin compare`'s noise verdict
+//                its measurement (report/compare.hpp) with `pipetwin compare`'s noise verdict
 //                (report/run_compare.hpp; for repeated runs and predictions, their table and
 //                the comparison with the median run), the per-action error table, the metrics,
 //                and the Gantt charts of the prediction and the (median) measurement side by

@@ -1,7 +1,7 @@
 // The report's HTML tables: metrics, prediction next to measurement, and CSV files.
 //
 // Rendered on the C++ side so that the numbers read the same without scripts; every string that
-// comes from a file passes through html_escape. Relative errors follow core/compare.hpp,
+// comes from a file passes through html_escape. Relative errors follow report/compare.hpp,
 // (predicted - measured) / measured, and studies/reproduce, (ours - paper) / |paper|; a cell is
 // marked "ok" under 5 %, "warn" under 15 % and "bad" beyond, thresholds a reader can re-judge
 // from the printed value.
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "core/metrics.hpp"
 #include "report/run_compare.hpp"
 #include "report/scan.hpp"

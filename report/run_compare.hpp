@@ -2,7 +2,7 @@
 // measured run, with the runs' spread and the predictions' spread and what they say of the
 // error, as `pipetwin compare PREDICTED RUN... --also-predicted PREDICTION...` prints it.
 //
-// Computed by compare's own code (core/compare.hpp): repeats_of picks the median run and the two
+// Computed by compare's own code (report/compare.hpp): repeats_of picks the median run and the two
 // spreads, compare_metrics and compare_timelines the rows, noise_verdict the verdict line, so
 // the page and the terminal cannot disagree. The prediction compared is the group's chosen one
 // (the unnumbered X.sim when there is one); the other predictions only widen the predictions'
@@ -13,7 +13,7 @@
 
 #include <optional>
 
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "report/scan.hpp"
 
 namespace pipetwin::report {

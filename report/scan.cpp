@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "core/error.hpp"
 #include "core/json_io.hpp"
 #include "core/schedule/generators.hpp"
@@ -108,7 +108,7 @@ int choose_member(const std::vector<RunMember>& members, bool prefer_unnumbered)
       if (members[i].number < 0) return static_cast<int>(i);
     }
   }
-  // The same pick as `pipetwin compare`'s (core/compare.hpp repeats_of).
+  // The same pick as `pipetwin compare`'s (report/compare.hpp repeats_of).
   std::vector<Metrics> with;
   std::vector<size_t> index;
   for (size_t i = 0; i < members.size(); ++i) {

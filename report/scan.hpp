@@ -27,7 +27,7 @@
 // made with, and `X.sim-1.trace.json` .. `X.sim-4...` predictions of the same plan from profiles
 // measured between the runs. They form one group, as `pipetwin compare X.sim X.run1 .. X.run4
 // --also-predicted X.sim-1 .. X.sim-4` takes them: the measured side is the MEDIAN run (by its
-// median step, core/compare.hpp median_step_s; the lower middle one of an even count), the
+// median step, report/compare.hpp median_step_s; the lower middle one of an even count), the
 // predicted side the unnumbered prediction (or, when all predictions are numbered, the median
 // one); the others give the runs' and the predictions' spreads (report/run_compare.hpp).
 // A timeline and a metrics file with the same key, role and number are one member.

@@ -66,7 +66,7 @@
 #include "core/elastic/epoch_log.hpp"
 #include "core/elastic/freeze_policy.hpp"
 #include "core/elastic/freeze_trace.hpp"
-#include "core/elastic/transition_overheads.hpp"
+#include "sim/transition_overheads.hpp"
 #include "core/json_io.hpp"
 #include "core/profile.hpp"
 #include "core/schedule/schedule.hpp"

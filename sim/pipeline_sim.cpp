@@ -7,7 +7,7 @@
 #include "core/collective.hpp"
 #include "core/error.hpp"
 #include "core/json_io.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/routes.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/limits.hpp"

@@ -11,7 +11,7 @@
 // at max-min fair rates recomputed whenever one starts or ends (sim/network/flow_model.hpp). The
 // engine's start and end times become a predicted Timeline; memory comes from walking the schedule
 // (core/memory.hpp): the tensors, the bytes the executor measures (PyTorch's allocated bytes); on a
-// GPU the framework's memory beside them (core/memory_pools.hpp: caching-allocator reserve,
+// GPU the framework's memory beside them (sim/memory_pools.hpp: caching-allocator reserve,
 // workspaces, CUDA context) comes separately; metrics from core/metrics.hpp. On devices that share
 // a core, a forward, recompute or backward that starts after its device waited costs the profile's
 // cold-start extra for that wait (Profile::cold_pauses_s): the other stage evicted its weights and
@@ -49,7 +49,7 @@ struct SimResult {
   // plans by); the timeline's and metrics' peaks are these.
   MemoryWalk memory;
   // Per schedule device: the framework memory it needs beside memory.devices[d].peak_bytes
-  // (framework_bytes_by_device, core/memory_pools.hpp); 0 on CPU devices.
+  // (framework_bytes_by_device, sim/memory_pools.hpp); 0 on CPU devices.
   std::vector<double> framework_bytes;
 
   // Schedule device d's peak with the framework's memory: what its GPU must hold for it.

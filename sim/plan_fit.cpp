@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/memory.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/compiled.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"

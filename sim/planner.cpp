@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/memory.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/partition/pipedream_dp.hpp"
 #include "core/partition/stage_memory.hpp"

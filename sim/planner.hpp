@@ -122,7 +122,7 @@ Plan make_plan(const PlanRequest& request);
 Plan make_plan(const PlanRequest& request, std::string* memory_note);
 
 // The memory every stage of `plan` may use for tensors: the cluster device's, less the
-// framework's memory on a GPU (tensor_capacity_bytes, core/memory_pools.hpp); where devices share
+// framework's memory on a GPU (tensor_capacity_bytes, sim/memory_pools.hpp); where devices share
 // one memory (Cluster::memory_of), an equal share for every schedule device placed on it (dp x
 // devices_per_replica devices, placed in order) — what the planner can promise each stage without
 // timing the others. There the planner tries looser per-stage limits first, down to this share, and
@@ -136,7 +136,7 @@ double stage_memory_limit(const Plan& plan, int devices_per_replica);
 std::vector<double> shared_stage_limits(const Plan& plan, int devices_per_replica, int v);
 
 // Throws InputError naming the first device whose predicted peak memory (tensors plus, on a GPU,
-// the framework's memory: core/memory_pools.hpp) exceeds its capacity.
+// the framework's memory: sim/memory_pools.hpp) exceeds its capacity.
 void check_fits(const Plan& plan);
 
 }  // namespace pipetwin::sim

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/schedule/generators.hpp"
 #include "profiles/model_source.hpp"
@@ -129,14 +129,11 @@ void choose(ClusterCapacity& out, const CapacityTarget& t, const CapacityRequest
 // Folds the search of one tensor-parallel size into the cluster's, in the search's own orders
 // (faster, cheaper; the first searched on ties); counts add up.
 void merge_search(ClusterSearch& into, const ClusterSearch& other) {
-  const SearchCounts& o = other.counts;
-  SearchCounts& c = into.counts;
-  c.layouts += o.layouts;
-  c.memory_bound += o.memory_bound;
-  c.time_bound += o.time_bound;
-  c.no_fit += o.no_fit;
-  c.refused += o.refused;
-  c.simulated += o.simulated;
+  for (long SearchCounts::*n : {&SearchCounts::layouts, &SearchCounts::memory_bound,
+                                &SearchCounts::time_bound, &SearchCounts::no_fit,
+                                &SearchCounts::refused, &SearchCounts::simulated}) {
+    into.counts.*n += other.counts.*n;
+  }
   if (into.first_error.empty()) into.first_error = other.first_error;
   // Cost is iteration time x GPUs x one price for every size of a cluster; ties keep `into`.
   const auto gpu_seconds = [](const Evaluation& e) { return e.iteration_time_s * e.physical_units; };

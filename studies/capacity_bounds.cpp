@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/cost_model.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 
 namespace pipetwin::sim {

@@ -14,7 +14,7 @@
 //            static bytes and at least the largest of their saved sets, >= their mean. Summed over
 //            the dp x K devices: >= dp x (sum s_l + sum a_l / v); the fullest of the P memories
 //            they use (P = dp x K, fewer where stream sets of one GPU share its memory,
-//            core/memory_pools.hpp) holds at least that over P, and the device hosting layer l
+//            sim/memory_pools.hpp) holds at least that over P, and the device hosting layer l
 //            at least s_l + a_l. A layout whose bound exceeds the tensor capacity of a memory
 //            (tensor_capacity_bytes: the memory less the framework's) fits under no partition and
 //            no schedule.

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/partition/partitioner.hpp"
 #include "core/plan.hpp"
 #include "core/schedule/virtual_stages.hpp"

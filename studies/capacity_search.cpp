@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
 #include "studies/capacity.hpp"

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "capacity_test_util.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/pipeline_sim.hpp"
 #include "sim/planner.hpp"

@@ -1,7 +1,7 @@
 // A hand-checkable priced catalog for the capacity tests (studies/capacity.hpp): one device type
 // of 1 GiB, a link of 1 ms latency (so data parallelism and pipelining cost something), and
 // clusters of one device at speed 1, 2 and 4, two and four devices at speed 1, and two stream
-// sets of one GPU (they share its compute and its 1 GiB, core/memory_pools.hpp).
+// sets of one GPU (they share its compute and its 1 GiB, sim/memory_pools.hpp).
 // Not thread-safe: one test's thread uses it.
 #pragma once
 

@@ -1,7 +1,7 @@
 // core/cluster.hpp: the shipped hardware catalog and clusters (with the papers' figures), links
 // between devices, inline definitions, and errors.
 #include "core/cluster.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 
 #include <cstdlib>
 #include <filesystem>

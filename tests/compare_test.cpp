@@ -1,5 +1,5 @@
 // core/compare: prediction next to measurement (what `pipetwin compare` prints).
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 
 #include <algorithm>
 #include <vector>

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/elastic/epoch_log.hpp"
-#include "core/elastic/transition_overheads.hpp"
+#include "sim/transition_overheads.hpp"
 #include "tests/test_util.hpp"
 
 namespace pipetwin::elastic {

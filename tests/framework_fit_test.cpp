@@ -1,5 +1,5 @@
 // The framework's memory (core/framework_memory.hpp, hardware/frameworks.json) in the planner, the
-// simulator and sweeps (core/memory_pools.hpp): on a GPU the file lists, a plan fits when its
+// simulator and sweeps (sim/memory_pools.hpp): on a GPU the file lists, a plan fits when its
 // tensors plus PyTorch's reserve, workspaces and CUDA context do; CPU devices count the tensors
 // alone, as before.
 #include <string>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/memory.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "sim/planner.hpp"
 #include "studies/sweep/evaluate.hpp"

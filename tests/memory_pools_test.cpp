@@ -1,4 +1,4 @@
-// Memory pools (core/memory_pools.hpp): which schedule devices share one physical memory, the
+// Memory pools (sim/memory_pools.hpp): which schedule devices share one physical memory, the
 // framework's memory on top of each (core/framework_memory.hpp), and the GPUs a plan is charged
 // for.
 #include <utility>
@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 
 namespace pipetwin {
 namespace {

@@ -69,7 +69,7 @@ TEST(Planner, RefusesAPlanThatDoesNotFitNamingTheDevice) {
   EXPECT_NO_THROW(make_plan(r));
 }
 
-// Stream sets of one GPU (core/memory_pools.hpp) share its one memory: the plan above (661 MiB on
+// Stream sets of one GPU (sim/memory_pools.hpp) share its one memory: the plan above (661 MiB on
 // device 0, 1.24 GiB on both devices together) fits a 1.5 GiB GPU that hosts both stages, and is
 // refused, naming both devices, on a 1 GiB one, where each device alone would fit.
 TEST(Planner, StreamSetsOfOneGpuShareItsMemory) {

@@ -1,6 +1,6 @@
-// Profile check (core/profile_check.hpp): the disturbed measurement seen on this VM is found,
+// Profile check (profiles/profile_check.hpp): the disturbed measurement seen on this VM is found,
 // by both rules, and nothing in the profiles shipped under traces/ is.
-#include "core/profile_check.hpp"
+#include "profiles/profile_check.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The verdict of a group of runs and predictions on the report (report/run_compare.hpp):
-// compare's spreads and noise verdict (core/compare.hpp) over the group's members, checked
+// compare's spreads and noise verdict (report/compare.hpp) over the group's members, checked
 // against closed forms of the timelines' scale factors.
 #include "report/run_compare.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "core/metrics.hpp"
 #include "core/timeline.hpp"
 #include "report_test_util.hpp"

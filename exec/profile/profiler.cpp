@@ -13,7 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
-#include "core/profile_check.hpp"
+#include "profiles/profile_check.hpp"
 #include "exec/platform/device.hpp"
 #include "exec/platform/host.hpp"
 #include "exec/platform/memory_tracker.hpp"
@@ -307,7 +307,7 @@ void profile_size(Profile& p, Device& device, models::LayeredModel& model, int b
   }
 }
 
-// Sizes whose timings a stall of the host disturbed (core/profile_check.hpp) are measured
+// Sizes whose timings a stall of the host disturbed (profiles/profile_check.hpp) are measured
 // again, at most twice; the notes say which. A disturbance that survives is left as measured
 // and named in the notes (the host was busy for long: profile again).
 void remeasure_disturbed(Profile& p, Device& device, models::LayeredModel& model, bool contention,

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "python/bindings/convert.hpp"
@@ -141,7 +141,7 @@ double plan_samples(py::handle plan) {
   return load_plan(path_text(plan, "compare(): plan")).batch_size;
 }
 
-// `pipetwin compare` (core/compare.hpp compare_runs) over inputs already read.
+// `pipetwin compare` (report/compare.hpp compare_runs) over inputs already read.
 // `timelines`: the kind every input takes; `samples`: per step (the plan's batch, for timelines).
 Comparison compare(const Input& p, const std::vector<Input>& runs, const std::vector<Input>& also,
                    bool timelines, double samples, int skip) {

@@ -1,4 +1,4 @@
-// `pipetwin.compare(predicted, measured, ...)`: `pipetwin compare` from Python (core/compare.hpp).
+// `pipetwin.compare(predicted, measured, ...)`: `pipetwin compare` from Python (report/compare.hpp).
 //
 // `predicted` and each of `measured` (one, or a list of runs of the plan: compared with the median
 // one, their spread kept) and of `also_predicted` are timelines or metrics, all of one kind as the

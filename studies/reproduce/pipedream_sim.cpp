@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "sim/pipeline_sim.hpp"
 #include "sim/planner.hpp"
 #include "studies/reproduce/pipedream.hpp"

@@ -9,7 +9,7 @@
 #include "core/cost_model.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 #include "core/schedule/generators.hpp"
 #include "core/schedule/virtual_stages.hpp"
 #include "sim/pipeline_sim.hpp"
@@ -18,7 +18,7 @@ namespace pipetwin::sim {
 
 namespace {
 
-// A device's peak counts the framework's memory on its GPU (core/memory_pools.hpp), as the fit
+// A device's peak counts the framework's memory on its GPU (sim/memory_pools.hpp), as the fit
 // does.
 void judge_memory(const PlanContext& ctx, const MemoryWalk& walk, Evaluation& e) {
   std::vector<double> peaks;

@@ -1,7 +1,7 @@
 // Evaluating one configuration: the numbers a sweep row and a capacity candidate report.
 //
 // A plan is judged in two steps. First its memory: the schedule is walked (core/memory.hpp) and
-// each memory's need (core/memory_pools.hpp: one per device, or one per GPU whose stream sets
+// each memory's need (sim/memory_pools.hpp: one per device, or one per GPU whose stream sets
 // share it) is compared with its capacity: which device runs out, by how much. Then, unless the caller skips plans that do not fit, a full
 // discrete-event simulation (sim/pipeline_sim.hpp) gives iteration time, throughput and bubble.
 // The compiled schedule is built once and shared by both steps. Its deadlock check is left to

@@ -1,4 +1,4 @@
-#include "core/elastic/transition_overheads.hpp"
+#include "sim/transition_overheads.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/compare.hpp"
+#include "report/compare.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/profile_check.hpp"
+#include "profiles/profile_check.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "core/memory_pools.hpp"
+#include "sim/memory_pools.hpp"
 
 #include <algorithm>
 #include <set>
