@@ -1,25 +1,30 @@
 #include "core/tensor_parallel.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace pipetwin {
 
+namespace {
+
+constexpr std::pair<CollectiveKind, const char*> kCollectives[] = {
+    {CollectiveKind::kAllReduce, "all_reduce"},
+    {CollectiveKind::kAllGather, "all_gather"},
+    {CollectiveKind::kReduceScatter, "reduce_scatter"}};
+
+}  // namespace
+
 const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      return "all_reduce";
-    case CollectiveKind::kAllGather:
-      return "all_gather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
+  for (const auto& [k, name] : kCollectives) {
+    if (k == kind) return name;
   }
   return "?";
 }
 
 bool parse_collective(const std::string& name, CollectiveKind& out) {
-  for (CollectiveKind k :
-       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
-    if (name == collective_name(k)) {
+  for (const auto& [k, text] : kCollectives) {
+    if (name == text) {
       out = k;
       return true;
     }

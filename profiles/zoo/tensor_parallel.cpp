@@ -50,28 +50,11 @@ double op_flops(const OpSpec& op) {
 
 OpSpec shard_op(OpSpec op, TpSplit split, const TensorParallel& tp) {
   const int t = tp.size;
-  switch (split) {
-    case TpSplit::column:
-      op.n /= t;
-      break;
-    case TpSplit::row:
-      op.k /= t;
-      break;
-    case TpSplit::heads:
-      op.heads /= t;
-      break;
-    case TpSplit::inner:
-      op.elems /= t;
-      break;
-    case TpSplit::vocab:
-      op.k /= t;
-      break;
-    case TpSplit::sequence:
-      if (tp.sequence_parallel && !op.per_batch) op.elems /= t;
-      break;
-    case TpSplit::none:
-      break;
-  }
+  if (split == TpSplit::column) op.n /= t;
+  if (split == TpSplit::row || split == TpSplit::vocab) op.k /= t;  // input features, table rows
+  if (split == TpSplit::heads) op.heads /= t;
+  const bool sequence = split == TpSplit::sequence && tp.sequence_parallel && !op.per_batch;
+  if (split == TpSplit::inner || sequence) op.elems /= t;
   return op;
 }
 
@@ -143,26 +126,6 @@ ZooLayer shard_layer(const std::string& family, const ZooLayer& whole, const Ten
 }
 
 }  // namespace
-
-const char* split_name(TpSplit s) {
-  switch (s) {
-    case TpSplit::none:
-      return "none";
-    case TpSplit::column:
-      return "column";
-    case TpSplit::row:
-      return "row";
-    case TpSplit::heads:
-      return "heads";
-    case TpSplit::inner:
-      return "inner";
-    case TpSplit::vocab:
-      return "vocab";
-    case TpSplit::sequence:
-      return "sequence";
-  }
-  return "?";
-}
 
 TpSplit op_split(const std::string& family, const ZooLayer& layer, const OpSpec& op) {
   if (!splittable_family(family)) return TpSplit::none;

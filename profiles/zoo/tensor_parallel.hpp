@@ -59,7 +59,6 @@
 namespace pipetwin::zoo {
 
 enum class TpSplit : uint8_t { none, column, row, heads, inner, vocab, sequence };
-const char* split_name(TpSplit s);
 
 // How `op` of `layer` in a model of `family` is split (above).
 TpSplit op_split(const std::string& family, const ZooLayer& layer, const OpSpec& op);
