@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/name_table.hpp"
+
 namespace pipetwin {
 
 namespace {
@@ -16,20 +18,11 @@ constexpr std::pair<CollectiveKind, const char*> kCollectives[] = {
 }  // namespace
 
 const char* collective_name(CollectiveKind kind) {
-  for (const auto& [k, name] : kCollectives) {
-    if (k == kind) return name;
-  }
-  return "?";
+  return name_in(kCollectives, kind, "?");
 }
 
 bool parse_collective(const std::string& name, CollectiveKind& out) {
-  for (const auto& [k, text] : kCollectives) {
-    if (name == text) {
-      out = k;
-      return true;
-    }
-  }
-  return false;
+  return parse_name(kCollectives, name, out);
 }
 
 std::string describe(const TensorParallel& tp) {

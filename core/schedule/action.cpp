@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/name_table.hpp"
+
 namespace pipetwin {
 
 namespace {
@@ -58,10 +60,7 @@ const char* op_letter(Op op) {
 }
 
 const char* payload_name(Payload p) {
-  for (const auto& [payload, name] : kPayloads) {
-    if (payload == p) return name;
-  }
-  return "none";
+  return name_in(kPayloads, p, "none");
 }
 
 bool parse_op(const std::string& name, Op& out) {
@@ -75,20 +74,11 @@ bool parse_op(const std::string& name, Op& out) {
 }
 
 bool parse_payload(const std::string& name, Payload& out) {
-  for (const auto& [payload, text] : kPayloads) {
-    if (name == text) {
-      out = payload;
-      return true;
-    }
-  }
-  return false;
+  return parse_name(kPayloads, name, out);
 }
 
 const char* stream_name(StreamKind s) {
-  for (const auto& [stream, name] : kStreams) {
-    if (stream == s) return name;
-  }
-  return "?";
+  return name_in(kStreams, s, "?");
 }
 
 std::string describe(const Action& a) {
