@@ -172,7 +172,8 @@ std::vector<std::string> Catalog::cluster_names() const {
 Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
   doc.check_format("pipetwin.cluster", 1);
   doc.allow_only({"format", "version", "name", "description", "device", "nodes", "devices_per_node",
-                  "intra_node_link", "inter_node_link", "relative_speed", "topology"});
+                  "intra_node_link", "inter_node_link", "relative_speed", "topology",
+                  "cores_per_node"});
   Cluster c;
   c.name = doc.string("name");
   const JsonView dev = doc.at("device");
@@ -207,6 +208,13 @@ Cluster cluster_from_json(const JsonView& doc, const Catalog& catalog) {
     c.inter_node = c.intra_node;
   }
   c.relative_speed = doc.nonneg_or("relative_speed", 0);
+  const int64_t cores = doc.integer_or("cores_per_node", 0);
+  if (doc.has("cores_per_node") && (cores < 1 || cores > c.devices_per_node)) {
+    doc.at("cores_per_node")
+        .fail(fmt::format("must be between 1 and devices_per_node ({} given, {} devices)", cores,
+                          c.devices_per_node));
+  }
+  c.cores_per_node = cores < c.devices_per_node ? static_cast<int>(cores) : 0;
   if (doc.has("topology")) {
     c.topology = topology_from_json(doc.at("topology"), c.nodes, c.devices_per_node);
   }
@@ -222,6 +230,7 @@ Json cluster_to_json(const Cluster& c) {
   j["intra_node_link"] = link_to_json(c.intra_node);
   j["inter_node_link"] = link_to_json(c.inter_node);
   if (c.relative_speed > 0) j["relative_speed"] = c.relative_speed;
+  if (c.cores_per_node > 0) j["cores_per_node"] = c.cores_per_node;
   if (c.topology) j["topology"] = topology_to_json(*c.topology);
   return j;
 }

@@ -66,21 +66,32 @@ struct Cluster {
   // What the devices share on their way to each other (core/topology.hpp); none: every transfer
   // and collective gets its link's whole bandwidth.
   std::optional<Topology> topology;
+  // The cores a node's devices run on when there are fewer than devices (more pipeline stages
+  // than vCPUs): device d runs on core d mod cores_per_node of its node, as the executor pins a
+  // stage's threads (exec/platform/host.hpp pin_to_core), and devices on one core take turns
+  // (processor sharing at full cost: n running each get 1/n). 0: every device has its own core.
+  int cores_per_node = 0;
 
   int num_devices() const { return nodes * devices_per_node; }
+  // The core a device runs on (its own number unless cores_per_node puts several on one).
+  int core_of(int d) const {
+    if (cores_per_node < 1) return d;
+    return node_of(d) * devices_per_node + (d % devices_per_node) % cores_per_node;
+  }
   int node_of(int device) const { return device / devices_per_node; }
   // The link between two devices (intra-node when they share a node).
   const LinkSpec& link(int a, int b) const {
     return node_of(a) == node_of(b) ? intra_node : inter_node;
   }
-  // The compute-sharing group of a device (-1: it shares with nobody).
+  // The compute-sharing group of a device (-1: it shares with nobody): its core's group of
+  // core_sharing cores, or its core where several devices take turns on one.
   int sharing_group(int d) const {
-    if (device.core_sharing < 2) return -1;
-    return node_of(d) * devices_per_node + (d % devices_per_node) / device.core_sharing;
+    if (device.core_sharing < 2) return cores_per_node > 0 ? core_of(d) : -1;
+    return node_of(d) * devices_per_node + (core_of(d) % devices_per_node) / device.core_sharing;
   }
   // The physical unit a device is part of (what a price per GPU-hour counts): its sharing group
-  // where devices share compute (stream sets of one GPU, hyper-threads of one core), else itself.
-  int unit_of(int d) const { return device.core_sharing < 2 ? d : sharing_group(d); }
+  // where devices share compute (stream sets of one GPU, hyper-threads of one core), else its core.
+  int unit_of(int d) const { return device.core_sharing < 2 ? core_of(d) : sharing_group(d); }
   // The memory a device draws on: its unit's where the group shares memory, else its own.
   int memory_of(int d) const { return device.shares_memory ? unit_of(d) : d; }
 };

@@ -211,22 +211,44 @@ void Engine::try_start(const TaskGraph& g, int32_t task, double now) {
 
 void Engine::reshare(const TaskGraph& g, int share, double now) {
   const auto& run = running_[static_cast<size_t>(share)];
-  // Each co-runner beyond the first adds what one adds: n running take d + (n - 1)(shared - d).
-  const double others = static_cast<double>(run.size()) - 1;
   for (int32_t id : run) {
     const auto t = static_cast<size_t>(id);
     left_[t] = std::max(0.0, left_[t] - (now - since_[t]) * rate_[t]);
     since_[t] = now;
+    // Each busy core beyond the task's own adds what one co-runner adds: n running on n cores
+    // take d + (n - 1)(shared - d); the tasks on its own core take turns.
+    const auto [turns, others] = co_runners(g, run, id);
     const double alone = g.duration[t];
     const double shared = others > 0 && !g.shared_duration.empty()
                               ? alone + others * (g.shared_duration[t] - alone)
                               : alone;
-    const double d = shared * (scale_.empty() ? 1.0 : scale_[t]);
+    const double d = turns * shared * (scale_.empty() ? 1.0 : scale_[t]);
     rate_[t] = d > 0 ? 1.0 / d : 0.0;
     const double finish = d > 0 ? now + left_[t] * d : now;
     (*end_)[t] = finish;
     queue_.push(finish, id, kTaskEnd, ++epoch_[t]);
   }
+}
+
+std::pair<double, double> Engine::co_runners(const TaskGraph& g, const std::vector<int32_t>& run,
+                                             int32_t task) {
+  if (g.stream_core.empty()) return {1.0, static_cast<double>(run.size()) - 1};
+  auto core = [&g](int32_t id) {
+    return g.stream_core[static_cast<size_t>(g.stream[static_cast<size_t>(id)])];
+  };
+  const int32_t mine = core(task);
+  int turns = 0;
+  std::vector<int32_t>& busy = busy_cores_;
+  busy.clear();
+  for (int32_t id : run) {
+    const int32_t c = core(id);
+    if (c == mine) {
+      ++turns;
+    } else if (std::find(busy.begin(), busy.end(), c) == busy.end()) {
+      busy.push_back(c);
+    }
+  }
+  return {static_cast<double>(turns), static_cast<double>(busy.size())};
 }
 
 double Engine::cold_scale(const TaskGraph& g, size_t t, double wait) const {

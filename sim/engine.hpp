@@ -14,7 +14,10 @@
 // A task runs at its own speed while it is alone in its group and at `shared_duration` speed
 // while one other task of the group runs too; each further co-runner adds as much again, so
 // with n running a task takes duration + (n - 1) x (shared_duration - duration) (a GPU's four
-// stream sets of saturating kernels, shared_duration = 2 x duration, each get a quarter). When a
+// stream sets of saturating kernels, shared_duration = 2 x duration, each get a quarter). Streams
+// of a group may also run on one core (more pipeline stages than vCPUs): then the co-runners on
+// other cores slow a task as above, counted once per busy core, and the n tasks running on its
+// own core take turns, each at 1/n of that speed. When a
 // task of the group starts or ends, the remaining work of the others is carried over at the new
 // speed and their end rescheduled.
 // Edge offsets (a successor released before its predecessor ends: an all-reduce bucket whose
@@ -41,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,6 +70,9 @@ struct TaskGraph {
   // duration while sharing (empty: equal to `duration`).
   std::vector<int32_t> stream_share;
   std::vector<double> shared_duration;
+  // Cores (optional): per stream the core it runs on, for streams of one sharing group that take
+  // turns on a core (empty: every stream of a group has a core of its own).
+  std::vector<int32_t> stream_core;
   // Cold starts (optional): a task that starts after its stream waited w seconds (since the
   // stream's last task ended, or since time 0) takes cold_extra(w) seconds more at its unshared
   // speed, and proportionally more shared: cold_extra is piecewise linear through (0, 0) and
@@ -120,6 +127,10 @@ class Engine {
   void release_lock(const TaskGraph& g, int32_t task, double now);
   // Cold starts: the factor on task t's durations after its stream waited `wait` seconds.
   double cold_scale(const TaskGraph& g, size_t t, double wait) const;
+  // For a running task of a sharing group: the tasks taking turns on its core (itself included)
+  // and the other cores of the group that are busy.
+  std::pair<double, double> co_runners(const TaskGraph& g, const std::vector<int32_t>& run,
+                                       int32_t task);
   // Network: starts a task's flows (or marks it as waiting for its group's), and ends the tasks
   // whose flows are sent by `now`.
   void reset_network(const TaskGraph& g);
@@ -143,6 +154,7 @@ class Engine {
   std::vector<double> left_, since_, rate_;
   std::vector<uint32_t> epoch_;
   std::vector<std::vector<int32_t>> running_;
+  std::vector<int32_t> busy_cores_;  // co_runners' scratch
   // Cold starts (only when the graph has them): per stream the end of its last task, per task
   // the factor its durations were stretched by when it started.
   std::vector<double> last_end_, scale_;

@@ -182,10 +182,18 @@ void PipelineSimulator::share_compute() {
   // Compute streams of devices that share a core slow each other down (processor sharing).
   const int n = schedule_.num_actions();
   bool sharing = false;
+  // Where a node has fewer cores than devices (Cluster::cores_per_node), the devices on one core
+  // take turns on it.
+  const Cluster& cluster = ctx_.plan.cluster;
   tasks_.stream_share.assign(static_cast<size_t>(tasks_.num_streams), -1);
+  tasks_.stream_core.clear();
+  if (cluster.cores_per_node > 0) tasks_.stream_core.assign(tasks_.stream_share.size(), -1);
   for (int d = 0; d < schedule_.num_devices(); ++d) {
-    const int group = ctx_.plan.cluster.sharing_group(ctx_.placement[static_cast<size_t>(d)]);
-    tasks_.stream_share[static_cast<size_t>(d * kStreamsPerDevice)] = group;
+    const int placed = ctx_.placement[static_cast<size_t>(d)];
+    const auto compute = static_cast<size_t>(d * kStreamsPerDevice);
+    const int group = cluster.sharing_group(placed);
+    tasks_.stream_share[compute] = group;
+    if (!tasks_.stream_core.empty()) tasks_.stream_core[compute] = cluster.core_of(placed);
     sharing = sharing || group >= 0;
   }
   if (sharing) {
@@ -196,6 +204,7 @@ void PipelineSimulator::share_compute() {
     if (ctx_.plan.cluster.device.serial_backward) serialize_backward();
   } else {
     tasks_.stream_share.clear();
+    tasks_.stream_core.clear();
   }
 }
 

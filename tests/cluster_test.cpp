@@ -179,6 +179,31 @@ TEST(Cluster, OneGpuHostsFourStreamSets) {
   EXPECT_GT(c.intra_node.bandwidth, 1e12);
 }
 
+TEST(Cluster, MoreDevicesThanCoresTakeTurns) {
+  // experiments/local-cpu-4.json: four stages on two vCPUs, stage s on vCPU s mod 2 as the
+  // executor pins it. Devices 0 and 2, 1 and 3 share a core; the two cores share caches
+  // (cpu-core's core_sharing 2), so all four are one contention group and one physical unit.
+  const Cluster c = load_cluster(test::source_dir() + "/experiments/local-cpu-4.json", shipped());
+  ASSERT_EQ(c.cores_per_node, 2);
+  EXPECT_EQ(c.core_of(0), c.core_of(2));
+  EXPECT_EQ(c.core_of(1), c.core_of(3));
+  EXPECT_NE(c.core_of(0), c.core_of(1));
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(c.sharing_group(d), c.sharing_group(0)) << d;
+  EXPECT_EQ(physical_units(c, {0, 1, 2, 3}), 1);
+  // Without core sharing, each core is its own group; the field round-trips.
+  Json doc = named_doc();
+  doc["devices_per_node"] = 6;
+  doc["cores_per_node"] = 4;
+  const Cluster v = cluster_from_json(JsonView(doc, "c.json"), shipped());
+  EXPECT_EQ(v.core_of(5), 1);
+  EXPECT_EQ(v.sharing_group(5), v.sharing_group(1));
+  EXPECT_NE(v.sharing_group(2), v.sharing_group(1));
+  EXPECT_EQ(cluster_from_json(JsonView(cluster_to_json(v), "back"), shipped()).cores_per_node, 4);
+  // As many cores as devices is no sharing at all.
+  doc["cores_per_node"] = 6;
+  EXPECT_EQ(cluster_from_json(JsonView(doc, "c.json"), shipped()).sharing_group(5), -1);
+}
+
 TEST(Cluster, LoadsByPathToo) {
   const std::string path = hardware_dir() + "/clusters/dgx1-v100.json";
   EXPECT_EQ(shipped().cluster_path(path), path);
@@ -274,6 +299,10 @@ TEST(ClusterErrors, BadFields) {
   doc["format"] = "pipetwin.devices";
   EXPECT_EQ(cluster_error(doc),
             "c.json: format: expected \"pipetwin.cluster\", got \"pipetwin.devices\"");
+  doc = named_doc();
+  doc["cores_per_node"] = 5;
+  EXPECT_EQ(cluster_error(doc),
+            "c.json: cores_per_node: must be between 1 and devices_per_node (5 given, 4 devices)");
   doc = named_doc();
   doc["relative_speed"] = -1;
   EXPECT_EQ(cluster_error(doc), "c.json: relative_speed: expected a non-negative number, got -1");

@@ -229,6 +229,41 @@ TEST(EngineSharing, UnsharedStreamsAreUnaffected) {
   EXPECT_DOUBLE_EQ(e[c], 2.0);
 }
 
+TEST(EngineSharing, TasksOnOneCoreTakeTurns) {
+  // Two streams on one core (more stages than vCPUs): 2 s and 4 s of work, each at half speed
+  // while both run, whatever their shared duration beside another core. The first is done at
+  // 4 s; the other has 2 s left alone: done at 6 s, the core's total work.
+  G b;
+  const int a = b.task(0, 2.0);
+  const int c = b.task(1, 4.0);
+  b.g.stream_share = {0, 0};
+  b.g.stream_core = {0, 0};
+  b.g.shared_duration = {3.0, 6.0};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[a], 4.0);
+  EXPECT_DOUBLE_EQ(e[c], 6.0);
+}
+
+TEST(EngineSharing, TurnsOnACoreAndContentionFromTheOtherMultiply) {
+  // Cores 0 and 1 slow each other (1 s alone, 1.5 s beside a busy other core). Core 0 runs two
+  // tasks in turns, core 1 one: core 1's task counts one busy core, 1.5 s; core 0's tasks take
+  // 2 x 1.5 = 3 s while core 1 is busy, so by 1.5 s they have done half their work, and the
+  // other half alone on core 0, in turns, takes 2 x 0.5 = 1 s more.
+  G b;
+  const int x = b.task(0, 1.0);
+  const int y = b.task(1, 1.0);
+  const int z = b.task(2, 1.0);
+  b.g.stream_share = {0, 0, 0};
+  b.g.stream_core = {0, 0, 1};
+  b.g.shared_duration = {1.5, 1.5, 1.5};
+  std::vector<double> s, e;
+  Engine().run(b.build(), s, e);
+  EXPECT_DOUBLE_EQ(e[z], 1.5);
+  EXPECT_DOUBLE_EQ(e[x], 2.5);
+  EXPECT_DOUBLE_EQ(e[y], 2.5);
+}
+
 TEST(EngineSharing, SequentialTasksRunAtFullSpeed) {
   G b;
   const int a = b.task(0, 4.0);

@@ -66,14 +66,16 @@ EpflData load_data(const ReproContext& context) {
 
 Cluster free_links_cluster(int devices) {
   const LinkSpec link{.name = "ideal-link", .description = "", .bandwidth = 1e15, .latency = 0};
-  return {.name = "ideal",
-          .device = {.name = "ideal-device",
-                     .memory_bytes = 1e15,
-                     .memory_bandwidth = 1e12,
-                     .peak_flops = {{"float32", 1e15}}},
-          .devices_per_node = devices,
-          .intra_node = link,
-          .inter_node = link};
+  Cluster c;
+  c.name = "ideal";
+  c.device.name = "ideal-device";
+  c.device.memory_bytes = 1e15;
+  c.device.memory_bandwidth = 1e12;
+  c.device.peak_flops = {{"float32", 1e15}};
+  c.devices_per_node = devices;
+  c.intra_node = link;
+  c.inter_node = link;
+  return c;
 }
 
 SimResult simulate_schedule(const EpflData& d, const std::string& schedule, int K, int iterations) {
