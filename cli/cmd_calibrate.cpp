@@ -374,7 +374,8 @@ void add_calibrate_command(CLI::App& app) {
   runs->excludes(op_model);
   cmd->add_option("--terms", args->terms,
                   "--runs: the terms fitted, comma-separated (iteration, micro_batch, "
-                  "layer_launch, compute, communication; default: all); the others stay neutral")
+                  "layer_launch, compute, communication, transfer_host, contention; default: all); "
+                  "the others stay neutral")
       ->delimiter(',');
   cmd->add_option("--name", args->name, "--runs: the framework's name (default: fitted)");
   cmd->callback([args] { run_calibrate(*args); });

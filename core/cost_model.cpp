@@ -25,6 +25,7 @@ CostModel::CostModel(Profile profile, const Cluster& cluster, CostOptions option
   require_positive("compute scale", options_.compute_scale);
   require_positive("framework compute scale", options_.framework.compute_scale);
   require_positive("framework communication scale", comm_scale_);
+  require_positive("framework contention scale", options_.framework.contention_scale);
   if (options_.optimizer_shards < 1) {
     throw InputError(fmt::format("optimizer shards must be positive ({} given)",
                                  options_.optimizer_shards));
@@ -110,23 +111,30 @@ double CostModel::optimizer_new_version_s(int layer) const {
 }
 
 double CostModel::contention(int layer, double b) const {
-  return std::max(1.0, fits(layer).contended(b));
+  return with_framework_contention(std::max(1.0, fits(layer).contended(b)));
 }
 
 double CostModel::contention_backward(int layer, double b) const {
-  return std::max(1.0, fits(layer).contended_backward(b));
+  return with_framework_contention(std::max(1.0, fits(layer).contended_backward(b)));
+}
+
+double CostModel::with_framework_contention(double measured) const {
+  // The framework's contention_scale on the slowdown beyond 1 (core/framework.hpp).
+  const double k = options_.framework.contention_scale;
+  return k == 1.0 ? measured : 1.0 + k * (measured - 1.0);
 }
 
 double CostModel::cold_forward_s(int layer, double b, size_t pause) const {
+  // The cold figures were measured beside the profiler's co-runner: its contention, unscaled.
   const auto& fits = this->fits(layer).cold_forward;
   if (pause >= fits.size()) return 0;
-  return fits[pause](b) * scale_ / contention(layer, b);
+  return fits[pause](b) * scale_ / std::max(1.0, this->fits(layer).contended(b));
 }
 
 double CostModel::cold_backward_s(int layer, double b, size_t pause) const {
   const auto& fits = this->fits(layer).cold_backward;
   if (frozen(layer) || pause >= fits.size()) return 0;
-  return fits[pause](b) * scale_ / contention_backward(layer, b);
+  return fits[pause](b) * scale_ / std::max(1.0, this->fits(layer).contended_backward(b));
 }
 
 double CostModel::device_slowdown(int device) const {

@@ -175,6 +175,7 @@ class CostModel {
   // too (>= 1); of its backward (and optimizer step).
   double contention(int layer, double b) const;
   double contention_backward(int layer, double b) const;
+  double with_framework_contention(double measured) const;
   // What the layer's forward / backward costs more after its device waited cold_pauses()[i],
   // at the unshared speed (StageCost::cold_forward_s); 0 where the profile has no cold figures.
   double cold_forward_s(int layer, double b, size_t pause) const;

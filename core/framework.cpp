@@ -13,7 +13,8 @@ namespace pipetwin {
 namespace {
 
 constexpr std::array<const char*, kFrameworkTerms> kTermNames = {
-    "iteration_s", "micro_batch_s", "layer_launch_s", "compute_scale", "communication_scale"};
+    "iteration_s",   "micro_batch_s",       "layer_launch_s",
+    "compute_scale", "communication_scale", "transfer_host_s", "contention_scale"};
 
 }  // namespace
 
@@ -32,9 +33,13 @@ double& framework_term(Framework& f, FrameworkTerm term) {
     case FrameworkTerm::kCompute:
       return f.compute_scale;
     case FrameworkTerm::kCommunication:
+      return f.communication_scale;
+    case FrameworkTerm::kTransferHost:
+      return f.transfer_host_s;
+    case FrameworkTerm::kContention:
       break;
   }
-  return f.communication_scale;
+  return f.contention_scale;
 }
 
 double framework_term(const Framework& f, FrameworkTerm term) {
@@ -42,7 +47,10 @@ double framework_term(const Framework& f, FrameworkTerm term) {
 }
 
 double framework_term_neutral(FrameworkTerm term) {
-  return term == FrameworkTerm::kCompute || term == FrameworkTerm::kCommunication ? 1.0 : 0.0;
+  return term == FrameworkTerm::kCompute || term == FrameworkTerm::kCommunication ||
+                 term == FrameworkTerm::kContention
+             ? 1.0
+             : 0.0;
 }
 
 FrameworkTerm parse_framework_term(const std::string& name, const std::string& flag) {
@@ -53,7 +61,7 @@ FrameworkTerm parse_framework_term(const std::string& name, const std::string& f
   }
   throw InputError(fmt::format(
       "{}: unknown framework term \"{}\" (iteration, micro_batch, layer_launch, compute, "
-      "communication)",
+      "communication, transfer_host, contention)",
       flag, name));
 }
 

@@ -1,4 +1,4 @@
-// Framework: the time a training framework adds to what its profile measures, as five terms the
+// Framework: the time a training framework adds to what its profile measures, as seven terms the
 // cost model applies (docs/framework-fit.md). A profile times layers one by one; a framework
 // running a pipeline also spends time between and around them — dispatching an action, launching
 // a layer's kernels, the per-iteration bookkeeping of its optimizer step — and reaches another
@@ -15,8 +15,16 @@
 //                        relative to the profile
 //   communication_scale  multiplies every transfer's and all-reduce's time (latency and
 //                        bandwidth alike): 1 / its communication efficiency
+//   transfer_host_s      per hand-off between stages on two devices, at each end: the time the
+//                        send or the receive takes from its stage's compute (the executor's
+//                        transfer threads run on the stage's core; a framework's host-side work
+//                        to post a P2P op): added to the forward that sends an activation or
+//                        receives one, and to the backward that sends or receives a gradient
+//   contention_scale     multiplies the profile's co-runner slowdown beyond 1 (contention - 1)
+//                        of devices sharing a core or a GPU: how much more (or less) the stages
+//                        of a running pipeline slow each other than the profiler's co-runner did
 //
-// The identity (0, 0, 0, 1, 1) changes nothing, bit for bit: x * 1.0 + 0.0 == x. A plan carries
+// The identity (0, 0, 0, 1, 1, 0, 1) changes nothing, bit for bit: x * 1.0 + 0.0 == x. A plan carries
 // its framework (core/plan.hpp "framework", absent for the identity), so `simulate` applies what
 // `plan --framework` chose. The terms are fitted from measured runs by `pipetwin calibrate --runs`
 // (studies/framework_fit.hpp).
@@ -28,7 +36,8 @@
 //   {"format": "pipetwin.framework", "version": 1, "name": "pipetwin-executor-cpu",
 //    "description": "...", "source": "...",
 //    "terms": {"iteration_s": 0, "micro_batch_s": 6.1e-05, "layer_launch_s": 2e-06,
-//              "compute_scale": 1.04, "communication_scale": 0.9},
+//              "compute_scale": 1.04, "communication_scale": 0.9, "transfer_host_s": 1e-05,
+//              "contention_scale": 2.5},
 //    "fit": {...}}   (what calibrate --runs measured it from; kept, not read)
 // A bad field is an InputError naming the file and the field.
 //
@@ -50,20 +59,31 @@ struct Framework {
   double layer_launch_s = 0;
   double compute_scale = 1;
   double communication_scale = 1;
+  double transfer_host_s = 0;
+  double contention_scale = 1;
   Json fit;  // the fit's report (calibrate --runs), written back as read
 
   // Every term at its neutral value: the cost model is unchanged.
   bool identity() const {
     return iteration_s == 0 && micro_batch_s == 0 && layer_launch_s == 0 && compute_scale == 1 &&
-           communication_scale == 1;
+           communication_scale == 1 && transfer_host_s == 0 && contention_scale == 1;
   }
 };
 
-// The five terms in a fixed order, for code that fits or prints them (studies/framework_fit.hpp).
-enum class FrameworkTerm { kIteration, kMicroBatch, kLayerLaunch, kCompute, kCommunication };
-inline constexpr int kFrameworkTerms = 5;
+// The seven terms in a fixed order, for code that fits or prints them (studies/framework_fit.hpp).
+enum class FrameworkTerm {
+  kIteration,
+  kMicroBatch,
+  kLayerLaunch,
+  kCompute,
+  kCommunication,
+  kTransferHost,
+  kContention
+};
+inline constexpr int kFrameworkTerms = 7;
 
-// "iteration_s", "micro_batch_s", "layer_launch_s", "compute_scale", "communication_scale".
+// "iteration_s", "micro_batch_s", "layer_launch_s", "compute_scale", "communication_scale",
+// "transfer_host_s", "contention_scale".
 const char* framework_term_name(FrameworkTerm term);
 // The term's value in `f`, and a reference to it.
 double framework_term(const Framework& f, FrameworkTerm term);

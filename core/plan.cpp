@@ -329,6 +329,35 @@ PlanContext::PlanContext(const Plan& p, int iterations)
     for (int& p : placement) p *= plan.tp();
   }
   if (plan.distributed_optimizer && plan.dp > 1) add_parameter_gather();
+  if (plan.framework.transfer_host_s > 0) add_transfer_host();
+}
+
+void PlanContext::add_transfer_host() {
+  // The framework's transfer_host_s (core/framework.hpp) at both ends of every hand-off between
+  // stages on two devices: the sender's and the receiver's forward for the activation, their
+  // backwards for the gradient (a stage with no backward pass, frozen, sends and receives none).
+  const double h = plan.framework.transfer_host_s;
+  auto charge = [this, h](int stage, bool backward) {
+    StageCost& c = stages[static_cast<size_t>(stage)];
+    if (backward) {
+      c.backward_s += h;
+      c.backward_shared_s += h;
+    } else {
+      c.forward_s += h;
+      c.forward_shared_s += h;
+    }
+  };
+  for (const StageEdge& e : shape.edges) {
+    if (shape.stage_device[static_cast<size_t>(e.from)] ==
+        shape.stage_device[static_cast<size_t>(e.to)])
+      continue;
+    charge(e.from, false);
+    charge(e.to, false);
+    if (stages[static_cast<size_t>(e.from)].backward_s > 0) {
+      charge(e.from, true);
+      charge(e.to, true);
+    }
+  }
 }
 
 void PlanContext::add_parameter_gather() {

@@ -108,6 +108,7 @@ struct PlanContext {
 
  private:
   void add_parameter_gather();
+  void add_transfer_host();
 };
 
 // The cluster devices of schedule device d's tensor-parallel group: placement[d] .. + t - 1.

@@ -46,7 +46,7 @@ class FrameworkRunModel {
 };
 
 struct FrameworkFitOptions {
-  std::vector<FrameworkTerm> terms;  // the terms fitted; empty: all five. The rest stay neutral
+  std::vector<FrameworkTerm> terms;  // the terms fitted; empty: all seven. The rest stay neutral
   int max_iterations = 30;
   bool leave_one_out = true;
   std::string name = "fitted";  // the framework's name

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -173,7 +174,21 @@ std::vector<FrameworkRun> read_framework_runs(const std::string& path) {
   if (!in) throw InputError(fmt::format("{}: cannot read the runs file", path));
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_framework_runs(text.str(), path);
+  std::vector<FrameworkRun> runs = parse_framework_runs(text.str(), path);
+  // A relative profile or cluster file found beside the runs file is read from there, so that a
+  // runs.csv shipped with its profiles fits from any working directory.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto beside = [&dir](std::string& file) {
+    if (file.empty() || std::filesystem::path(file).is_absolute()) return;
+    const std::filesystem::path there = dir / file;
+    if (!std::filesystem::exists(file) && std::filesystem::is_regular_file(there))
+      file = there.string();
+  };
+  for (FrameworkRun& run : runs) {
+    beside(run.profile);
+    beside(run.cluster);
+  }
+  return runs;
 }
 
 std::string framework_runs_header() {

@@ -45,6 +45,8 @@ struct FrameworkRun {
 // The runs of a CSV text; `origin` names it in errors (a path).
 std::vector<FrameworkRun> parse_framework_runs(std::string_view text, const std::string& origin);
 // The runs of the CSV file at `path`; InputError naming it when it cannot be read or has no run.
+// A relative profile or cluster path that names no file from here but one beside `path` is
+// read from beside `path`.
 std::vector<FrameworkRun> read_framework_runs(const std::string& path);
 
 // The header and one line per run, in the columns above (for scripts and tests that write runs).

@@ -185,5 +185,33 @@ TEST(CoreSlowdown, OnlyCpuDevicesHaveCores) {
   EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.0, {1.0, 2.0}), 6 * kMs, kTol);
 }
 
+TEST(SharedCore, StagesOnOneCoreTakeTurns) {
+  // GPipe K=2, M=2, f=b=1 ms, both stages on one core (cores_per_node 1): F0(0) [0,1]; F0(1)
+  // and F1(0) in turns [1,3]; F1(1) [3,4]; B1(0) [4,5]; B1(1) and B0(0) [5,7]; B0(1) [7,8]: the
+  // core's 8 ms of work, whatever the contention between cores.
+  PlanSpec s = cpu_spec("gpipe", 2, 2, 1, 1, 0);
+  s.cluster.cores_per_node = 1;
+  EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.0), 8 * kMs, kTol);
+  EXPECT_NEAR(iteration_time(synthetic_plan(s), 1.5), 8 * kMs, kTol);
+}
+
+TEST(SharedCore, TheFrameworkScalesTheContention) {
+  // contention_scale 2 on a measured 1.25 is 1.5: the 7 ms of the first test; 0 would be none.
+  Plan plan = synthetic_plan(cpu_spec("gpipe", 2, 2, 1, 1, 2));
+  plan.framework.contention_scale = 2;
+  EXPECT_NEAR(iteration_time(plan, 1.25), 7 * kMs, kTol);
+}
+
+TEST(Framework, TransferHostTimeAtBothEndsOfEachHandOff) {
+  // Naive K=2, M=1, f=b=1 ms, links free: F0, F1, B1, B0 each pay one end of a hand-off
+  // (activation out, in; gradient out, in): 4 x 1.1 ms. One stage sends nothing: 2 ms.
+  Plan plan = synthetic_plan(cpu_spec("naive", 2, 1, 1, 1, 0));
+  plan.framework.transfer_host_s = 0.1 * kMs;
+  EXPECT_NEAR(iteration_time(plan, 1.0), 4.4 * kMs, kTol);
+  Plan one = synthetic_plan(cpu_spec("naive", 1, 1, 2, 2, 0));
+  one.framework.transfer_host_s = 0.1 * kMs;
+  EXPECT_NEAR(iteration_time(one, 1.0), 4 * kMs, kTol);
+}
+
 }  // namespace
 }  // namespace pipetwin
