@@ -15,8 +15,9 @@ framework to the runs at those K (`calibrate --runs`, OUT/framework.json) and pr
 with it (`plan --framework` + `simulate`), printing each prediction without and with the
 framework beside the measurement and its noise band; OUT/validation.md holds that table.
 
-Usage: experiments/framework_runs.py --pipetwin build-torch/pipetwin [--model mlp] [--batch 8]
-       [--configs 1:1,1:4,2:2,2:8,4:8] [--repeats 3] [--fit-stages 1,2] [--fit-chunks 1,4]
+Usage: experiments/framework_runs.py --pipetwin build/pipetwin [--model mlp] [--batch 8]
+       [--configs 1:1,1:4,2:2,2:8,4:8] [--repeats 3] [--iterations 100] [--fit-stages 1,2]
+       [--fit-chunks 1,4]
        [--out DIR]
        [--cluster K=NAME_OR_FILE,...]
 """
@@ -114,16 +115,19 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--configs", default="1:1,1:4,2:2,2:8,4:8", help="K:M pairs, comma-separated")
     ap.add_argument("--repeats", type=int, default=3, help="runs per configuration, interleaved")
-    ap.add_argument("--iterations", type=int, default=20, help="mini-batches per run")
+    ap.add_argument("--iterations", type=int, default=100,
+                    help="mini-batches per run (at 20 a run's slow first steps can be its median)")
     ap.add_argument("--profile-repeats", type=int, default=31)
     ap.add_argument("--cluster", default="",
-                    help="K=cluster pairs (default: local-cpu-2; K=4 needs a 4-device cluster)")
+                    help="K=cluster pairs (default: local-cpu-2 for K <= 2, "
+                         "experiments/local-cpu-4.json for K = 4: two stages per vCPU)")
     ap.add_argument("--fit-stages", default="", help="fit on these K, predict the rest")
     ap.add_argument("--fit-chunks", default="", help="and on these M only (default: every M)")
     ap.add_argument("--name", default="pipetwin-executor-cpu")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "framework"))
     args = ap.parse_args()
-    args.clusters = {int(k): v for k, v in (p.split("=", 1) for p in args.cluster.split(",") if p)}
+    args.clusters = {4: os.path.join(HERE, "local-cpu-4.json")}
+    args.clusters.update({int(k): v for k, v in (p.split("=", 1) for p in args.cluster.split(",") if p)})
     out = args.out
     for d in ("profiles", "plans", "metrics"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
