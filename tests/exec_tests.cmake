@@ -14,6 +14,7 @@ pipetwin_add_test(exec_tests
   exec_data_test.cpp
   exec_host_test.cpp
   exec_elastic_test.cpp
+  exec_elastic_faults_test.cpp
   exec_autocache_test.cpp
   exec_skip_test.cpp
   exec_device_test.cpp
