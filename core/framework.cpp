@@ -15,6 +15,11 @@ namespace {
 constexpr std::array<const char*, kFrameworkTerms> kTermNames = {
     "iteration_s",   "micro_batch_s",       "layer_launch_s",
     "compute_scale", "communication_scale", "transfer_host_s", "contention_scale"};
+// The members in the same order.
+constexpr std::array<double Framework::*, kFrameworkTerms> kTermMembers = {
+    &Framework::iteration_s,   &Framework::micro_batch_s,       &Framework::layer_launch_s,
+    &Framework::compute_scale, &Framework::communication_scale, &Framework::transfer_host_s,
+    &Framework::contention_scale};
 
 }  // namespace
 
@@ -23,27 +28,11 @@ const char* framework_term_name(FrameworkTerm term) {
 }
 
 double& framework_term(Framework& f, FrameworkTerm term) {
-  switch (term) {
-    case FrameworkTerm::kIteration:
-      return f.iteration_s;
-    case FrameworkTerm::kMicroBatch:
-      return f.micro_batch_s;
-    case FrameworkTerm::kLayerLaunch:
-      return f.layer_launch_s;
-    case FrameworkTerm::kCompute:
-      return f.compute_scale;
-    case FrameworkTerm::kCommunication:
-      return f.communication_scale;
-    case FrameworkTerm::kTransferHost:
-      return f.transfer_host_s;
-    case FrameworkTerm::kContention:
-      break;
-  }
-  return f.contention_scale;
+  return f.*kTermMembers[static_cast<size_t>(term)];
 }
 
 double framework_term(const Framework& f, FrameworkTerm term) {
-  return framework_term(const_cast<Framework&>(f), term);
+  return f.*kTermMembers[static_cast<size_t>(term)];
 }
 
 double framework_term_neutral(FrameworkTerm term) {
