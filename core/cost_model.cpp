@@ -110,12 +110,20 @@ double CostModel::optimizer_new_version_s(int layer) const {
   return frozen(layer) || s <= 0 ? optimizer_s(layer) : s * scale_ / options_.optimizer_shards;
 }
 
+double CostModel::measured_contention(int layer, double b) const {
+  return std::max(1.0, fits(layer).contended(b));
+}
+
+double CostModel::measured_contention_backward(int layer, double b) const {
+  return std::max(1.0, fits(layer).contended_backward(b));
+}
+
 double CostModel::contention(int layer, double b) const {
-  return with_framework_contention(std::max(1.0, fits(layer).contended(b)));
+  return with_framework_contention(measured_contention(layer, b));
 }
 
 double CostModel::contention_backward(int layer, double b) const {
-  return with_framework_contention(std::max(1.0, fits(layer).contended_backward(b)));
+  return with_framework_contention(measured_contention_backward(layer, b));
 }
 
 double CostModel::with_framework_contention(double measured) const {
@@ -128,13 +136,13 @@ double CostModel::cold_forward_s(int layer, double b, size_t pause) const {
   // The cold figures were measured beside the profiler's co-runner: its contention, unscaled.
   const auto& fits = this->fits(layer).cold_forward;
   if (pause >= fits.size()) return 0;
-  return fits[pause](b) * scale_ / std::max(1.0, this->fits(layer).contended(b));
+  return fits[pause](b) * scale_ / measured_contention(layer, b);
 }
 
 double CostModel::cold_backward_s(int layer, double b, size_t pause) const {
   const auto& fits = this->fits(layer).cold_backward;
   if (frozen(layer) || pause >= fits.size()) return 0;
-  return fits[pause](b) * scale_ / std::max(1.0, this->fits(layer).contended_backward(b));
+  return fits[pause](b) * scale_ / measured_contention_backward(layer, b);
 }
 
 double CostModel::device_slowdown(int device) const {

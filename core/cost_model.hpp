@@ -172,10 +172,9 @@ class CostModel {
   const std::vector<int>& tp_group() const { return tp_group_; }
   double optimizer_new_version_s(int layer) const;  // into a new weight version
   // Slow-down of a layer's forward (and recompute) while a device sharing its compute core works
-  // too (>= 1); of its backward (and optimizer step).
+  // too (>= 1), with the framework's contention_scale; of its backward (and optimizer step).
   double contention(int layer, double b) const;
   double contention_backward(int layer, double b) const;
-  double with_framework_contention(double measured) const;
   // What the layer's forward / backward costs more after its device waited cold_pauses()[i],
   // at the unshared speed (StageCost::cold_forward_s); 0 where the profile has no cold figures.
   double cold_forward_s(int layer, double b, size_t pause) const;
@@ -211,6 +210,10 @@ class CostModel {
   std::vector<StageEdge> stage_edges(const std::vector<int>& stage_of_layer) const;
 
  private:
+  // The profile's contention (>= 1), as its co-runner measured it; and the framework's scale on it.
+  double measured_contention(int layer, double b) const;
+  double measured_contention_backward(int layer, double b) const;
+  double with_framework_contention(double measured) const;
   void fit_cold(const LayerProfile& layer, const std::vector<double>& b);  // into fits_.back()
   // The framework's per-micro-batch and per-iteration terms on a stage's passes and step.
   void add_framework_passes(StageCost& c) const;
