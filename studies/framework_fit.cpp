@@ -68,7 +68,8 @@ class Fitter {
       : runs_(runs), model_(model), terms_(std::move(terms)), use_(std::move(use)) {
     std::vector<double> measured;
     for (size_t i : use_) measured.push_back(runs_[i].measured_s);
-    step_s_ = 1e-4 * *std::min_element(measured.begin(), measured.end());
+    shortest_s_ = *std::min_element(measured.begin(), measured.end());
+    step_s_ = 1e-4 * shortest_s_;
   }
 
   // Fits the terms of `f`, starting from its values; returns the Gauss-Newton steps taken.
@@ -99,7 +100,7 @@ class Fitter {
     weights_ = o.weights_;
     identified_ = o.identified_;
   }
-  double shortest_run_s() const { return step_s_ / 1e-4; }
+  double shortest_run_s() const { return shortest_s_; }
   std::vector<double> residuals(const Framework& f) const {
     std::vector<double> r;
     for (size_t i : use_) r.push_back(1 - model_.predict(i, f) / runs_[i].measured_s);
@@ -201,6 +202,7 @@ class Fitter {
   const FrameworkRunModel& model_;
   std::vector<FrameworkTerm> terms_;
   std::vector<size_t> use_;
+  double shortest_s_ = 1e-2;  // the shortest measured run
   double step_s_ = 1e-6;
   std::vector<double> weights_;
   std::vector<FrameworkTerm> identified_;
